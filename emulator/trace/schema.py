@@ -1,0 +1,109 @@
+"""Event kinds and their fields: the one vocabulary the emulator and every trace reader share.
+
+The hardware and the kernel runner emit events through a recorder as
+``recorder.emit(kind, time, pe, *fields)``; the fields of each kind are listed
+in ``FIELDS`` in order, each with a type tag:
+
+- ``int``: a Python int (may be -1 for "none" where the field says so);
+- ``bool``: a Python bool;
+- ``str``: a short string (op names, dtypes, categories); writers intern them;
+- ``loc``: a :class:`SourceLoc` (or ``None``); writers intern them;
+- ``shape``: a tuple of ints.
+
+This module imports nothing from the rest of the project so that both sides
+(the emulator and ``kbdebug.replay``) can import it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
+
+
+class SourceLoc(NamedTuple):
+    """Where a tl call was made: a project-relative file, a line and a function name."""
+
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+class Kind(IntEnum):
+    """Small integer code of each event kind (stable across format versions)."""
+
+    KERNEL_START = 1
+    KERNEL_END = 2
+    KERNEL_ERROR = 3
+    ISSUE = 4
+    CHAN_REQUEST = 5
+    CHAN_GRANT = 6
+    CHAN_RELEASE = 7
+    COMPLETE = 8
+    WAIT_BEGIN = 9
+    WAIT_END = 10
+    OP_LOG = 11
+    SCRATCH_ALLOC = 12
+    SCRATCH_FREE = 13
+    IPCQ_SEND = 14
+    IPCQ_RECV = 15
+    DEADLOCK = 16
+
+
+# Fields after the common (kind, time, pe) prefix, in emission order.
+FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
+    # loc: the kernel function's definition.
+    Kind.KERNEL_START: (("name", "str"), ("loc", "loc")),
+    Kind.KERNEL_END: (),
+    # loc: innermost kernel frame of the exception (None if unknown).
+    Kind.KERNEL_ERROR: (("message", "str"), ("loc", "loc")),
+    # One per command a kernel (or a composite) issues. future is -1 for commands
+    # that return nothing waitable; addr is -1 for commands without an HBM address;
+    # shape/dtype describe the data moved or produced.
+    Kind.ISSUE: (
+        ("cmd", "int"),
+        ("op", "str"),
+        ("future", "int"),
+        ("addr", "int"),
+        ("nbytes", "int"),
+        ("shape", "shape"),
+        ("dtype", "str"),
+        ("blocking", "bool"),
+        ("loc", "loc"),
+    ),
+    # channel: index into the header's channel table (DMA channels, engines, IPCQ links).
+    Kind.CHAN_REQUEST: (("channel", "int"), ("cmd", "int")),
+    Kind.CHAN_GRANT: (("channel", "int"), ("cmd", "int")),
+    Kind.CHAN_RELEASE: (("channel", "int"), ("cmd", "int")),
+    # The command's result is available (data landed, compute done); future -1 if none.
+    Kind.COMPLETE: (("cmd", "int"), ("future", "int")),
+    Kind.WAIT_BEGIN: (("future", "int"), ("loc", "loc")),
+    # stalled: cycles the kernel was blocked by this wait (0 on the fast path).
+    Kind.WAIT_END: (("future", "int"), ("stalled", "int")),
+    Kind.OP_LOG: (("category", "str"), ("op", "str")),
+    # in_use: scratch bytes in use on this PE after the change.
+    Kind.SCRATCH_ALLOC: (("buffer", "int"), ("nbytes", "int"), ("in_use", "int")),
+    Kind.SCRATCH_FREE: (("buffer", "int"), ("nbytes", "int"), ("in_use", "int")),
+    # Emitted by the sender when the message enters the link.
+    Kind.IPCQ_SEND: (("cmd", "int"), ("dst_pe", "int"), ("nbytes", "int")),
+    # Emitted on the receiver when a message is matched to a RecvFuture.
+    Kind.IPCQ_RECV: (("cmd", "int"), ("src_pe", "int"), ("future", "int")),
+    # One per blocked PE when the run can make no more progress.
+    Kind.DEADLOCK: (("future", "int"), ("loc", "loc")),
+}
+
+# Channel kinds named in the header's channel table.
+CHANNEL_KINDS = ("dma_read", "dma_write", "gemm", "math", "ipcq")
+
+# Run outcomes written in a trace footer.
+STATUSES = ("ok", "error", "deadlock")
+
+
+def field_index(kind: Kind, name: str) -> int:
+    """Position of field ``name`` of ``kind`` within the fields after (kind, time, pe)."""
+    for i, (field, _) in enumerate(FIELDS[kind]):
+        if field == name:
+            return i
+    raise KeyError(f"{kind.name} has no field {name!r}")
