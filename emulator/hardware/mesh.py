@@ -1,0 +1,55 @@
+"""Mesh: the PEs of a launch, their IPCQ links, and the table of every channel."""
+
+from __future__ import annotations
+
+import simpy
+
+from emulator.config import HardwareConfig
+from emulator.hardware.channel import Channel
+from emulator.hardware.pe import ProcessingElement
+from emulator.memory import Memory
+from emulator.recorder import Recorder
+
+#: IPCQ directions and their (row, column) steps.
+DIRECTIONS = {"left": (0, -1), "right": (0, 1), "up": (-1, 0), "down": (1, 0)}
+
+
+class Mesh:
+    """Builds every PE of the config and links neighbours in each direction."""
+
+    def __init__(
+        self, env: simpy.Environment, recorder: Recorder, config: HardwareConfig, memory: Memory
+    ):
+        self.env = env
+        self.config = config
+        #: Every channel of the launch, indexed by its id.
+        self.channels: list[Channel] = []
+
+        def new_channel(**kw) -> Channel:
+            channel = Channel(env, recorder, cid=len(self.channels), **kw)
+            self.channels.append(channel)
+            return channel
+
+        self.pes = [
+            ProcessingElement(env, recorder, config, memory, pe=i, new_channel=new_channel)
+            for i in range(config.num_pes)
+        ]
+        rows, cols = config.mesh_rows, config.mesh_cols
+        for pe in self.pes:
+            r, c = divmod(pe.pe, cols)
+            for direction, (dr, dc) in DIRECTIONS.items():
+                nr, nc = r + dr, c + dc
+                if config.mesh_wrap:
+                    nr, nc = nr % rows, nc % cols
+                if not (0 <= nr < rows and 0 <= nc < cols):
+                    continue
+                if (rows == 1 and dr) or (cols == 1 and dc):
+                    continue  # a mesh one PE thick has no links across that thickness
+                link = new_channel(
+                    pe=pe.pe, kind="ipcq", index=len(pe.links), name=f"pe{pe.pe}.ipcq.{direction}"
+                )
+                pe.links[direction] = (link, self.pes[nr * cols + nc])
+
+    def neighbour(self, pe: int, direction: str) -> int | None:
+        link = self.pes[pe].links.get(direction)
+        return None if link is None else link[1].pe

@@ -1,0 +1,43 @@
+"""Scratch: the PE's on-chip buffer, with a capacity that allocations may not exceed."""
+
+from __future__ import annotations
+
+from emulator.errors import ScratchOverflowError
+from emulator.recorder import Recorder
+from emulator.trace.schema import Kind
+
+
+class Scratch:
+    """Tracks the bytes of each live buffer on one PE and records every alloc and free."""
+
+    def __init__(self, env, recorder: Recorder, *, pe: int, capacity: int):
+        self.env = env
+        self.recorder = recorder
+        self.pe = pe
+        self.capacity = capacity
+        #: Bytes currently allocated.
+        self.in_use = 0
+        #: Highest ``in_use`` seen.
+        self.peak = 0
+        #: Live buffers: id -> bytes.
+        self.buffers: dict[int, int] = {}
+
+    def alloc(self, buffer: int, nbytes: int) -> None:
+        """Reserve ``nbytes`` as ``buffer``; ScratchOverflowError if they do not fit."""
+        if self.in_use + nbytes > self.capacity:
+            raise ScratchOverflowError(
+                f"scratch overflow: {nbytes} bytes requested with {self.in_use} of "
+                f"{self.capacity} in use"
+            )
+        self.buffers[buffer] = nbytes
+        self.in_use += nbytes
+        self.peak = max(self.peak, self.in_use)
+        self.recorder.emit(Kind.SCRATCH_ALLOC, self.env.now, self.pe, buffer, nbytes, self.in_use)
+
+    def free(self, buffer: int) -> None:
+        """Release ``buffer`` (ignored if it is not live)."""
+        nbytes = self.buffers.pop(buffer, None)
+        if nbytes is None:
+            return
+        self.in_use -= nbytes
+        self.recorder.emit(Kind.SCRATCH_FREE, self.env.now, self.pe, buffer, nbytes, self.in_use)

@@ -1,0 +1,321 @@
+"""run_kernel: launch a kernel over a grid of PEs, each program in a greenlet driven by SimPy."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import greenlet
+import numpy as np
+import simpy
+
+from emulator.config import HardwareConfig
+from emulator.errors import DeadlockError, EmulatorError, KernelError
+from emulator.hardware.mesh import Mesh
+from emulator.kernel.futures import RecvFuture
+from emulator.kernel.source import LocationCache, is_kernel_code
+from emulator.kernel.tl import TL
+from emulator.memory import Memory
+from emulator.recorder import MemoryRecorder, NullRecorder, Recorder, TeeRecorder
+from emulator.trace.schema import Kind, SourceLoc
+
+
+class OpRecord(NamedTuple):
+    """One op-log entry: a command of a given category and op issued at ``time`` on ``pe``."""
+
+    time: int
+    pe: int
+    category: str
+    op: str
+
+
+@dataclass
+class RunResult:
+    """What a launch did: when it ended, what it issued, how busy each channel was."""
+
+    #: Cycle at which the last kernel ended.
+    end_time: int
+    #: Every memory / compute / comm command, in issue order.
+    op_log: list[OpRecord]
+    #: Counters: dma_read_count, dma_write_count, gemm_count, math_count,
+    #: ipcq_send_count, ipcq_recv_count, stall_cycles.
+    metrics: dict[str, int]
+    #: Cycle at which each PE's kernel ended, by PE.
+    pe_end_times: dict[int, int]
+    #: Cycles each channel was held, by channel name.
+    busy_cycles: dict[str, int]
+    #: Highest scratch use of each PE, by PE.
+    scratch_peak: dict[int, int]
+    #: Every event as (kind, time, pe, *fields), when ``keep_events`` was asked for.
+    events: list[tuple[Any, ...]] | None = field(default=None, repr=False)
+
+
+class _Program:
+    """One program instance: its greenlet, its tl and where it runs."""
+
+    __slots__ = ("glet", "tl", "pe", "ended")
+
+    def __init__(self, glet: greenlet.greenlet, tl: TL, pe: int):
+        self.glet = glet
+        self.tl = tl
+        self.pe = pe
+        self.ended = False
+
+
+class Launch:
+    """The state one launch shares across its programs: clock, hardware, ids, op log."""
+
+    def __init__(self, config: HardwareConfig, memory: Memory, recorder: Recorder, grid):
+        self.config = config
+        self.memory = memory
+        self.recorder = recorder
+        self.grid = grid
+        self.env = simpy.Environment()
+        self.locations = LocationCache(recorder.add_source)
+        self.mesh = Mesh(self.env, recorder, config, memory)
+        self.op_log: list[OpRecord] = []
+        self.op_counts: Counter[tuple[str, str]] = Counter()
+        self.stall_cycles = 0
+        self._cmds = itertools.count()
+        self._futures = itertools.count()
+        self._buffers = itertools.count()
+        #: The greenlet running the SimPy loop; kernels switch to it to block.
+        self.driver: greenlet.greenlet = greenlet.getcurrent()
+
+    def next_cmd(self) -> int:
+        return next(self._cmds)
+
+    def next_future(self) -> int:
+        return next(self._futures)
+
+    def next_buffer(self) -> int:
+        return next(self._buffers)
+
+    def log_op(self, time: int, pe: int, category: str, op: str) -> None:
+        self.op_log.append(OpRecord(time, pe, category, op))
+        self.op_counts[(category, op)] += 1
+        self.recorder.emit(Kind.OP_LOG, time, pe, category, op)
+
+
+def run_kernel(
+    kernel,
+    args: tuple = (),
+    grid: tuple[int, ...] | int = (1,),
+    memory: Memory | None = None,
+    config: HardwareConfig | None = None,
+    *,
+    recorder: Recorder | None = None,
+    trace: str | Path | None = None,
+    keep_events: bool = False,
+) -> RunResult:
+    """Run ``kernel(tl, *args)`` once per program of ``grid``, program i on PE i.
+
+    ``trace`` writes a .kbt file (complete with its footer even when the run
+    fails); ``recorder`` receives every event too; ``keep_events`` puts them in
+    the result. Raises KernelError when kernel code raises, DeadlockError when
+    kernels wait on what can never come, and the EmulatorError subclass of any
+    command the hardware refuses.
+    """
+    config = config or HardwareConfig()
+    memory = memory if memory is not None else Memory()
+    grid = _check_grid(grid, config)
+    if not callable(kernel):
+        raise EmulatorError(f"kernel must be a function, got {type(kernel).__name__}")
+    if not isinstance(args, tuple | list):
+        raise EmulatorError(f"args must be a tuple, got {type(args).__name__}")
+
+    recorders: list[Recorder] = []
+    writer = None
+    if trace is not None:
+        from emulator.trace.writer import TraceWriter
+
+        writer = TraceWriter(trace)
+        recorders.append(writer)
+    if recorder is not None:
+        recorders.append(recorder)
+    kept = MemoryRecorder() if keep_events else None
+    if kept is not None:
+        recorders.append(kept)
+    rec: Recorder = (
+        NullRecorder() if not recorders else recorders[0] if len(recorders) == 1
+        else TeeRecorder(*recorders)
+    )
+
+    launch = Launch(config, memory, rec, grid)
+    rec.begin(_header(launch, kernel, args))
+    try:
+        pe_end_times = _drive(launch, kernel, tuple(args))
+    except EmulatorError as e:
+        status = "deadlock" if isinstance(e, DeadlockError) else "error"
+        rec.end({"status": status, "end_time": launch.env.now, "error": str(e),
+                 "error_loc": e.loc})
+        raise
+    except BaseException as e:
+        rec.end({"status": "error", "end_time": launch.env.now,
+                 "error": f"{type(e).__name__}: {e}", "error_loc": None})
+        raise
+    rec.end({"status": "ok", "end_time": launch.env.now, "error": None, "error_loc": None})
+
+    counts = launch.op_counts
+    metrics = {
+        "dma_read_count": counts[("memory", "dma_read")],
+        "dma_write_count": counts[("memory", "dma_write")],
+        "gemm_count": counts[("compute", "gemm")],
+        "math_count": counts[("compute", "math")],
+        "ipcq_send_count": counts[("comm", "ipcq_send")],
+        "ipcq_recv_count": counts[("comm", "ipcq_recv")],
+        "stall_cycles": launch.stall_cycles,
+    }
+    return RunResult(
+        end_time=max(pe_end_times.values(), default=0),
+        op_log=launch.op_log,
+        metrics=metrics,
+        pe_end_times=pe_end_times,
+        busy_cycles={c.name: c.busy_cycles for c in launch.mesh.channels},
+        scratch_peak={pe.pe: pe.scratch.peak for pe in launch.mesh.pes},
+        events=kept.events if kept is not None else None,
+    )
+
+
+def _check_grid(grid, config: HardwareConfig) -> tuple[int, ...]:
+    if isinstance(grid, int | np.integer):
+        grid = (int(grid),)
+    try:
+        grid = tuple(int(g) for g in grid)
+    except (TypeError, ValueError):
+        raise EmulatorError(f"grid must be a tuple of positive integers, got {grid!r}") from None
+    if not 1 <= len(grid) <= 3 or any(g < 1 for g in grid):
+        raise EmulatorError(f"grid must be 1 to 3 positive integers, got {grid!r}")
+    if math.prod(grid) > config.num_pes:
+        raise EmulatorError(
+            f"grid {grid} needs {math.prod(grid)} PEs but the mesh has {config.num_pes} "
+            f"({config.mesh_rows}x{config.mesh_cols}); raise mesh_rows / mesh_cols"
+        )
+    return grid
+
+
+def _header(launch: Launch, kernel, args: tuple) -> dict[str, Any]:
+    config = launch.config
+    return {
+        "config": config.to_dict(),
+        "mesh": [config.mesh_rows, config.mesh_cols],
+        "channels": [c.describe() for c in launch.mesh.channels],
+        "launch": {
+            "kernel": getattr(kernel, "__name__", repr(kernel)),
+            "grid": list(launch.grid),
+            "args": [_short_repr(a) for a in args],
+        },
+    }
+
+
+def _short_repr(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array{value.shape} {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _pids(grid: tuple[int, ...]):
+    """Program ids in launch order: axis 0 fastest, as Triton numbers them."""
+    for linear in range(math.prod(grid)):
+        pid, rest = [], linear
+        for size in grid:
+            rest, i = divmod(rest, size)
+            pid.append(i)
+        yield linear, tuple(pid)
+
+
+def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
+    """Start every program at cycle 0, run the SimPy loop, and report how it ended."""
+    env, rec = launch.env, launch.recorder
+    programs: list[_Program] = []
+    pe_end_times: dict[int, int] = {}
+    kernel_loc = launch.locations.of_code(kernel.__code__) if hasattr(kernel, "__code__") else None
+    name = getattr(kernel, "__name__", "kernel")
+
+    def body(tl: TL) -> None:
+        kernel(tl, *args)
+        tl._drain()
+
+    def resume(program: _Program, value: Any) -> None:
+        try:
+            event = program.glet.switch(value)
+        except EmulatorError as e:
+            _kernel_failed(launch, program, e, e.loc)
+            raise
+        except Exception as e:
+            loc = _innermost_kernel_loc(launch, e)
+            _kernel_failed(launch, program, e, loc)
+            raise KernelError(
+                f"kernel {name} raised {type(e).__name__}: {e}",
+                pe=program.pe,
+                loc=loc,
+                kernel_traceback="".join(traceback.format_exception(e)),
+            ) from e
+        if program.glet.dead:
+            program.ended = True
+            program.tl.closed = True
+            pe_end_times[program.pe] = env.now
+            rec.emit(Kind.KERNEL_END, env.now, program.pe)
+        else:
+            event.callbacks.append(lambda ev: resume(program, ev._value))
+
+    try:
+        for linear, pid in _pids(launch.grid):
+            tl = TL(launch, launch.mesh.pes[linear], pid)
+            program = _Program(greenlet.greenlet(body, parent=launch.driver), tl, linear)
+            programs.append(program)
+            rec.emit(Kind.KERNEL_START, 0, linear, name, kernel_loc)
+        for program in programs:
+            resume(program, program.tl)
+        env.run()
+        blocked = [p for p in programs if not p.ended]
+        if blocked:
+            raise _deadlock(launch, blocked)
+    finally:
+        for program in programs:
+            if not program.glet.dead:
+                program.tl.closed = True
+                program.glet.throw(greenlet.GreenletExit)
+    return pe_end_times
+
+
+def _kernel_failed(launch: Launch, program: _Program, error: BaseException,
+                   loc: SourceLoc | None) -> None:
+    program.ended = True
+    program.tl.closed = True
+    message = error.detail if isinstance(error, EmulatorError) else f"{type(error).__name__}: {error}"
+    launch.recorder.emit(Kind.KERNEL_ERROR, launch.env.now, program.pe, message, loc)
+
+
+def _innermost_kernel_loc(launch: Launch, error: BaseException) -> SourceLoc | None:
+    loc = None
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        if is_kernel_code(frame.f_code.co_filename):
+            loc = launch.locations.of_frame(frame, line)
+    return loc
+
+
+def _deadlock(launch: Launch, blocked: list[_Program]) -> DeadlockError:
+    now = launch.env.now
+    parts, details = [], []
+    for program in blocked:
+        waiting = program.tl.waiting_on
+        if waiting is None:
+            what, loc, fid = "its outstanding commands at kernel end", None, -1
+        else:
+            handle, loc = waiting
+            kind = "receive" if isinstance(handle, RecvFuture) else handle.kind
+            what, fid = f"{kind} future {handle.id}", handle.id
+        launch.recorder.emit(Kind.DEADLOCK, now, program.pe, fid, loc)
+        where = f" at {loc}" if loc else ""
+        parts.append(f"PE {program.pe} waits on {what}{where}")
+        details.append((program.pe, what, loc))
+    error = DeadlockError(f"deadlock at cycle {now}: " + "; ".join(parts), blocked=details)
+    error.loc = details[0][2]
+    return error

@@ -1,0 +1,84 @@
+"""TensorHandle: a tile a kernel holds, with numpy data; arithmetic on it is charged to MATH."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from emulator.dtypes import name_of
+
+if TYPE_CHECKING:
+    from emulator.kernel.futures import Waitable
+    from emulator.kernel.tl import TL
+
+
+class Buffer:
+    """A scratch allocation holding one loaded or received tile."""
+
+    __slots__ = ("id", "nbytes", "future", "freed", "orphan")
+
+    def __init__(self, bid: int, nbytes: int):
+        self.id = bid
+        self.nbytes = nbytes
+        #: The load or receive that fills it.
+        self.future: Waitable | None = None
+        #: Recycled: its tensor may no longer be used.
+        self.freed = False
+        #: Its scope closed while the load was in flight; the scope that waits on it adopts it.
+        self.orphan = False
+
+
+class TensorHandle:
+    """A tensor on the PE. ``.data`` is a numpy array; operators go through the MATH engine."""
+
+    __slots__ = ("_tl", "_data", "buffer")
+
+    def __init__(self, tl: TL, data: np.ndarray, buffer: Buffer | None = None):
+        self._tl = tl
+        self._data = data
+        #: The scratch buffer the data lives in (loaded and received tiles only).
+        self.buffer = buffer
+
+    @property
+    def data(self) -> np.ndarray:
+        """The values (raises RecycledBufferError if the scratch buffer was recycled)."""
+        if self.buffer is not None and self.buffer.freed:
+            self._tl._recycled(self)
+        return self._data
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> str:
+        return name_of(self._data.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+    def to(self, dtype: str) -> TensorHandle:
+        """A copy converted to ``dtype`` (charged to MATH)."""
+        return self._tl._cast(self, dtype)
+
+    def __getitem__(self, index: Any) -> TensorHandle:
+        # Indexing (x[:, None], x[0]) is a view: layout, not work.
+        return TensorHandle(self._tl, self.data[index], self.buffer)
+
+    def __add__(self, other): return self._tl._binary("add", np.add, self, other)
+    def __radd__(self, other): return self._tl._binary("add", np.add, other, self)
+    def __sub__(self, other): return self._tl._binary("sub", np.subtract, self, other)
+    def __rsub__(self, other): return self._tl._binary("sub", np.subtract, other, self)
+    def __mul__(self, other): return self._tl._binary("mul", np.multiply, self, other)
+    def __rmul__(self, other): return self._tl._binary("mul", np.multiply, other, self)
+    def __truediv__(self, other): return self._tl._binary("div", np.divide, self, other)
+    def __rtruediv__(self, other): return self._tl._binary("div", np.divide, other, self)
+    def __neg__(self): return self._tl._unary("neg", np.negative, self)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"TensorHandle(shape={self.shape}, dtype={self.dtype})"

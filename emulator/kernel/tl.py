@@ -1,0 +1,461 @@
+"""TL: the context a kernel receives as ``tl``; every call is a command on the modelled PE."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+
+from emulator.dtypes import name_of, to_numpy
+from emulator.errors import (
+    DoubleWaitError,
+    EmulatorError,
+    ForeignFutureError,
+    InFlightRecycleError,
+    RecycledBufferError,
+    ShapeError,
+    WaitError,
+)
+from emulator.hardware.mesh import DIRECTIONS
+from emulator.hardware.pe import ProcessingElement
+from emulator.kernel.futures import CompletionHandle, LoadFuture, RecvFuture, Waitable
+from emulator.kernel.tensor import Buffer, TensorHandle
+from emulator.memory import check_shape
+from emulator.trace.schema import Kind, SourceLoc
+
+if TYPE_CHECKING:
+    from emulator.kernel.runner import Launch
+
+_F32 = np.dtype(np.float32)
+
+
+class TL:
+    """The tl API of one program instance, running on one PE in its own greenlet."""
+
+    def __init__(self, launch: Launch, pe: ProcessingElement, pid: tuple[int, ...]):
+        self._launch = launch
+        self._pe = pe
+        self._env: simpy.Environment = launch.env
+        self._emit = launch.recorder.emit
+        self._caller = launch.locations.caller
+        self._pid = pid
+        #: Scopes open now, innermost last; each lists the buffers allocated in it.
+        self._scopes: list[list[Buffer]] = []
+        #: Buffers outside any scope, recycled when the kernel ends.
+        self._top: list[Buffer] = []
+        #: Handles issued and not yet waited, by id (drained when the kernel ends).
+        self._issued: dict[int, Waitable] = {}
+        #: The handle and location of the wait blocking the kernel now, if any.
+        self.waiting_on: tuple[Waitable, SourceLoc] | None = None
+        #: Set once the kernel is over: nothing more is recorded.
+        self.closed = False
+
+    # --- program geometry -------------------------------------------------------------
+
+    def program_id(self, axis: int = 0) -> int:
+        """This program instance's index along ``axis`` of the grid."""
+        return self._pid[self._axis(axis)]
+
+    def num_programs(self, axis: int = 0) -> int:
+        """The grid's size along ``axis``."""
+        return self._launch.grid[self._axis(axis)]
+
+    def _axis(self, axis: int) -> int:
+        if not 0 <= axis < len(self._pid):
+            raise self._error(EmulatorError, f"axis {axis} is outside the {len(self._pid)}-d grid")
+        return axis
+
+    # --- HBM loads and stores -----------------------------------------------------------
+
+    def load(self, ptr: int, shape: tuple[int, ...], dtype: str = "f16") -> TensorHandle:
+        """Load a tile from HBM and block until it has arrived."""
+        loc = self._caller()
+        future = self._load(ptr, shape, dtype, loc, blocking=True)
+        return self._wait(future, loc)
+
+    def load_async(self, ptr: int, shape: tuple[int, ...], dtype: str = "f16") -> LoadFuture:
+        """Issue a DMA read and return at once; ``tl.wait(future)`` gives the tile."""
+        return self._load(ptr, shape, dtype, self._caller(), blocking=False)
+
+    def _load(self, ptr, shape, dtype, loc, *, blocking: bool) -> LoadFuture:
+        try:
+            np_dtype = to_numpy(dtype)
+            shape = check_shape(shape)
+            nbytes = math.prod(shape) * np_dtype.itemsize
+            self._launch.memory.check(ptr, nbytes)
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        launch, pe, now = self._launch, self._pe.pe, self._env.now
+        cmd, fid = launch.next_cmd(), launch.next_future()
+        op = "load" if blocking else "load_async"
+        self._emit(Kind.ISSUE, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc)
+        launch.log_op(now, pe, "memory", "dma_read")
+        buffer = self._alloc(nbytes, loc)
+        self._charge_issue()
+        event = self._pe.read(cmd, fid, int(ptr), shape, dtype, nbytes)
+        future = LoadFuture(fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype)
+        buffer.future = future
+        self._issued[fid] = future
+        return future
+
+    def store(self, ptr: int, x: Any) -> CompletionHandle:
+        """Write ``x`` to HBM at ``ptr``; returns at once, the handle resolves when it lands."""
+        loc = self._caller()
+        data = self._array(x, loc)
+        try:
+            self._launch.memory.check(ptr, data.nbytes)
+            dtype = name_of(data.dtype)
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        launch, pe, now = self._launch, self._pe.pe, self._env.now
+        cmd, fid = launch.next_cmd(), launch.next_future()
+        self._emit(Kind.ISSUE, now, pe, cmd, "store", fid, int(ptr), data.nbytes, data.shape,
+                   dtype, False, loc)
+        launch.log_op(now, pe, "memory", "dma_write")
+        self._charge_issue()
+        event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
+        handle = CompletionHandle(fid, pe, cmd, event, loc)
+        self._issued[fid] = handle
+        return handle
+
+    # --- waiting ------------------------------------------------------------------------
+
+    def wait(self, handle: Waitable) -> Any:
+        """Block until ``handle`` completes; a TensorHandle for loads and receives, else None.
+
+        Waiting on a handle twice raises DoubleWaitError: in a prefetch pipeline
+        it almost always means the wrong future was rotated in.
+        """
+        return self._wait(handle, self._caller())
+
+    def _wait(self, handle: Waitable, loc: SourceLoc) -> Any:
+        if not isinstance(handle, Waitable):
+            raise self._error(
+                WaitError,
+                f"tl.wait expects a LoadFuture, RecvFuture or CompletionHandle, "
+                f"got {type(handle).__name__}",
+                loc,
+            )
+        if handle.pe != self._pe.pe:
+            raise self._error(
+                ForeignFutureError,
+                f"future {handle.id} was issued by PE {handle.pe} at {handle.loc}; "
+                f"only that PE can wait on it",
+                loc,
+            )
+        if handle.waited_at is not None:
+            raise self._error(
+                DoubleWaitError,
+                f"future {handle.id} (issued at {handle.loc}) was already waited at "
+                f"{handle.waited_at}",
+                loc,
+            )
+        pe, start = self._pe.pe, self._env.now
+        self._emit(Kind.WAIT_BEGIN, start, pe, handle.id, loc)
+        if not handle.done:
+            self.waiting_on = (handle, loc)
+            self._block(handle.event)
+            self.waiting_on = None
+        now = self._env.now
+        self._emit(Kind.WAIT_END, now, pe, handle.id, now - start)
+        self._launch.stall_cycles += now - start
+        handle.waited_at = loc
+        self._issued.pop(handle.id, None)
+        if isinstance(handle, LoadFuture | RecvFuture):
+            data = handle.event.value
+            if isinstance(handle, RecvFuture):
+                self._check_received(handle, data, loc)
+            buffer = handle.buffer
+            if buffer.orphan:
+                buffer.orphan = False
+                (self._scopes[-1] if self._scopes else self._top).append(buffer)
+            handle.result = TensorHandle(self, data, buffer)
+        return handle.result
+
+    def _check_received(self, future: RecvFuture, data: np.ndarray, loc: SourceLoc) -> None:
+        if data.shape != future.shape or data.dtype != to_numpy(future.dtype):
+            raise self._error(
+                ShapeError,
+                f"future {future.id} received {data.shape} {name_of(data.dtype)} from the "
+                f"{future.direction} neighbour but tl.recv_async expected {future.shape} "
+                f"{future.dtype}",
+                loc,
+            )
+
+    # --- compute ------------------------------------------------------------------------
+
+    def dot(self, a: Any, b: Any) -> TensorHandle:
+        """Matrix product on the GEMM engine, accumulated in f32."""
+        loc = self._caller()
+        x, y = self._array(a, loc), self._array(b, loc)
+        if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[0]:
+            raise self._error(
+                ShapeError, f"tl.dot needs (M, K) @ (K, N), got {x.shape} @ {y.shape}", loc
+            )
+        out = np.matmul(x.astype(_F32, copy=False), y.astype(_F32, copy=False))
+        macs = x.shape[0] * x.shape[1] * y.shape[1]
+        self._compute("dot", "gemm", self._pe.gemm, self._pe.gemm_cycles(macs), out, loc)
+        return TensorHandle(self, out)
+
+    def trans(self, x: Any) -> TensorHandle:
+        """The transpose (a layout change, free)."""
+        return TensorHandle(self, self._array(x, self._caller()).T)
+
+    def exp(self, x: Any) -> TensorHandle:
+        """Elementwise e**x on the MATH engine."""
+        return self._unary("exp", np.exp, x)
+
+    def log(self, x: Any) -> TensorHandle:
+        """Elementwise natural log on the MATH engine."""
+        return self._unary("log", np.log, x)
+
+    def maximum(self, a: Any, b: Any) -> TensorHandle:
+        """Elementwise maximum on the MATH engine."""
+        return self._binary("maximum", np.maximum, a, b)
+
+    def max(self, x: Any, axis: int | None = None) -> TensorHandle:
+        """Reduction by maximum along ``axis`` on the MATH engine."""
+        return self._reduce("max", np.max, x, axis)
+
+    def sum(self, x: Any, axis: int | None = None) -> TensorHandle:
+        """Reduction by sum along ``axis`` on the MATH engine."""
+        return self._reduce("sum", np.sum, x, axis)
+
+    def zeros(self, shape: tuple[int, ...], dtype: str = "f32") -> TensorHandle:
+        """A new tile of zeros (written by the MATH engine)."""
+        return self.full(shape, 0, dtype, _loc=self._caller())
+
+    def full(self, shape: tuple[int, ...], value: float, dtype: str = "f32", *,
+             _loc: SourceLoc | None = None) -> TensorHandle:
+        """A new tile filled with ``value`` (written by the MATH engine)."""
+        loc = _loc or self._caller()
+        try:
+            out = np.full(check_shape(shape), value, dtype=to_numpy(dtype))
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        op = "zeros" if _loc is not None else "full"
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
+        return TensorHandle(self, out)
+
+    def _cast(self, x: TensorHandle, dtype: str) -> TensorHandle:
+        loc = self._caller()
+        try:
+            out = x.data.astype(to_numpy(dtype))
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        self._compute("cast", "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
+        return TensorHandle(self, out)
+
+    def _unary(self, op: str, fn: Callable, x: Any) -> TensorHandle:
+        loc = self._caller()
+        a = self._array(x, loc)
+        with np.errstate(all="ignore"):
+            out = fn(a)
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
+        return TensorHandle(self, out)
+
+    def _binary(self, op: str, fn: Callable, x: Any, y: Any) -> TensorHandle:
+        loc = self._caller()
+        a, b = self._operand(x, loc), self._operand(y, loc)
+        try:
+            with np.errstate(all="ignore"):
+                out = np.asarray(fn(a, b))
+        except ValueError:
+            raise self._error(
+                ShapeError,
+                f"operands of {op} have shapes {np.shape(a)} and {np.shape(b)}, "
+                f"which do not broadcast",
+                loc,
+            ) from None
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
+        return TensorHandle(self, out)
+
+    def _reduce(self, op: str, fn: Callable, x: Any, axis: int | None) -> TensorHandle:
+        loc = self._caller()
+        a = self._array(x, loc)
+        try:
+            out = np.asarray(fn(a, axis=axis))
+        except (ValueError, np.exceptions.AxisError):
+            raise self._error(ShapeError, f"cannot reduce shape {a.shape} along axis {axis}",
+                              loc) from None
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
+        return TensorHandle(self, out)
+
+    def _compute(self, op: str, engine_name: str, engine, cycles: int, out: np.ndarray,
+                 loc: SourceLoc) -> None:
+        """Record the command and block the kernel while the engine works."""
+        launch, pe, now = self._launch, self._pe.pe, self._env.now
+        cmd = launch.next_cmd()
+        try:
+            dtype = name_of(out.dtype)
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        self._emit(Kind.ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
+        launch.log_op(now, pe, "compute", engine_name)
+        self._block(self._pe.compute(engine, cmd, cycles))
+
+    # --- IPCQ ---------------------------------------------------------------------------
+
+    def send(self, direction: str, x: Any) -> CompletionHandle:
+        """Send ``x`` to the neighbouring PE in ``direction``; resolves on delivery."""
+        loc = self._caller()
+        self._check_direction(direction, loc)
+        data = np.array(self._array(x, loc), copy=True)
+        launch, pe, now = self._launch, self._pe.pe, self._env.now
+        cmd, fid = launch.next_cmd(), launch.next_future()
+        self._emit(Kind.ISSUE, now, pe, cmd, "send", fid, -1, data.nbytes, data.shape,
+                   name_of(data.dtype), False, loc)
+        launch.log_op(now, pe, "comm", "ipcq_send")
+        self._charge_issue()
+        event = self._pe.send(cmd, fid, direction, data)
+        handle = CompletionHandle(fid, pe, cmd, event, loc)
+        self._issued[fid] = handle
+        return handle
+
+    def recv_async(self, direction: str, shape: tuple[int, ...], dtype: str = "f16") -> RecvFuture:
+        """Post a receive from the neighbour in ``direction``; ``tl.wait`` gives the tile."""
+        loc = self._caller()
+        self._check_direction(direction, loc)
+        try:
+            np_dtype = to_numpy(dtype)
+            shape = check_shape(shape)
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        nbytes = math.prod(shape) * np_dtype.itemsize
+        launch, pe, now = self._launch, self._pe.pe, self._env.now
+        cmd, fid = launch.next_cmd(), launch.next_future()
+        self._emit(Kind.ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False,
+                   loc)
+        launch.log_op(now, pe, "comm", "ipcq_recv")
+        buffer = self._alloc(nbytes, loc)
+        self._charge_issue()
+
+        event = self._pe.recv(cmd, fid, direction)
+        future = RecvFuture(fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype,
+                            direction=direction)
+        buffer.future = future
+        self._issued[fid] = future
+        return future
+
+    def _check_direction(self, direction: str, loc: SourceLoc) -> None:
+        if direction not in DIRECTIONS:
+            raise self._error(
+                EmulatorError,
+                f"unknown IPCQ direction {direction!r} (use {', '.join(DIRECTIONS)})", loc
+            )
+        if direction not in self._pe.links:
+            raise self._error(EmulatorError, f"PE has no neighbour to the {direction}", loc)
+
+    # --- scratch ------------------------------------------------------------------------
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Recycle, on exit, the scratch buffers allocated inside.
+
+        A buffer whose load or receive has not been waited yet is kept: the
+        scope that waits on it adopts it (ADR-0063: in-flight prefetch buffers
+        are never recycled).
+        """
+        frame: list[Buffer] = []
+        self._scopes.append(frame)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+            if not self.closed:
+                for buffer in frame:
+                    if buffer.freed:
+                        continue
+                    future = buffer.future
+                    if future is not None and future.waited_at is None:
+                        buffer.orphan = True
+                    else:
+                        self._free(buffer)
+
+    def free(self, x: TensorHandle | LoadFuture | RecvFuture) -> None:
+        """Recycle the scratch buffer of ``x`` now (InFlightRecycleError if not yet waited)."""
+        loc = self._caller()
+        buffer = x.buffer if isinstance(x, TensorHandle | LoadFuture | RecvFuture) else None
+        if buffer is None:
+            raise self._error(EmulatorError, f"{type(x).__name__} has no scratch buffer", loc)
+        future = buffer.future
+        if future is not None and future.waited_at is None:
+            raise self._error(
+                InFlightRecycleError,
+                f"buffer {buffer.id} of future {future.id} (issued at {future.loc}) recycled "
+                f"while its load is in flight; tl.wait on it first",
+                loc,
+            )
+        self._free(buffer)
+
+    def _alloc(self, nbytes: int, loc: SourceLoc) -> Buffer:
+        buffer = Buffer(self._launch.next_buffer(), nbytes)
+        try:
+            self._pe.scratch.alloc(buffer.id, nbytes)
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
+        (self._scopes[-1] if self._scopes else self._top).append(buffer)
+        return buffer
+
+    def _free(self, buffer: Buffer) -> None:
+        if not buffer.freed:
+            buffer.freed = True
+            self._pe.scratch.free(buffer.id)
+
+    def _recycled(self, x: TensorHandle) -> None:
+        raise self._error(
+            RecycledBufferError,
+            f"tensor {x.shape} {x.dtype} used after its scratch buffer {x.buffer.id} was "
+            f"recycled (its tl.scope ended)",
+            self._caller(),
+        )
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _charge_issue(self) -> None:
+        cycles = self._launch.config.issue_cycles
+        if cycles:
+            self._block(self._env.timeout(cycles))
+
+    def _block(self, event: simpy.Event) -> Any:
+        """Suspend the kernel until ``event`` fires; returns its value."""
+        return self._launch.driver.switch(event)
+
+    def _array(self, x: Any, loc: SourceLoc) -> np.ndarray:
+        if isinstance(x, TensorHandle):
+            return x.data
+        if isinstance(x, np.ndarray):
+            return x
+        raise self._error(
+            EmulatorError, f"expected a tensor, got {type(x).__name__} {x!r:.40}", loc
+        )
+
+    def _operand(self, x: Any, loc: SourceLoc) -> Any:
+        if isinstance(x, TensorHandle):
+            return x.data
+        if isinstance(x, np.ndarray | int | float | np.generic):
+            return x
+        raise self._error(
+            EmulatorError, f"expected a tensor or a number, got {type(x).__name__}", loc
+        )
+
+    def _error(self, cls: type[EmulatorError], message: str, loc: SourceLoc | None = None):
+        return cls(message, pe=self._pe.pe, loc=loc or self._caller())
+
+    def _drain(self) -> None:
+        """At kernel end: let everything issued land, then recycle every buffer."""
+        for handle in list(self._issued.values()):
+            # A receive nobody waited for may never be matched; it does not hold the end.
+            if not handle.done and not isinstance(handle, RecvFuture):
+                self._block(handle.event)
+            buffer = getattr(handle, "buffer", None)
+            if buffer is not None:
+                self._free(buffer)
+        self._issued.clear()
+        for frame in (*self._scopes, self._top):
+            for buffer in frame:
+                self._free(buffer)

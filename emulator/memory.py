@@ -1,0 +1,85 @@
+"""Memory: the HBM as a numpy byte array with a bump allocator and bounds-checked access."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from emulator.dtypes import name_of, to_numpy
+from emulator.errors import AddressError, ShapeError
+
+ALIGN = 64
+
+
+class Memory:
+    """Byte-addressed HBM shared by every PE of a launch; reads return real bytes."""
+
+    def __init__(self, size_bytes: int = 1 << 26):
+        if not isinstance(size_bytes, int) or size_bytes <= 0:
+            raise ValueError(f'"size_bytes" must be a positive integer, got {size_bytes!r}')
+        #: The bytes themselves.
+        self.data = np.zeros(size_bytes, dtype=np.uint8)
+        #: Next free address of the bump allocator.
+        self.next_free = 0
+
+    @property
+    def size_bytes(self) -> int:
+        return self.data.size
+
+    def alloc(self, nbytes: int) -> int:
+        """Reserve ``nbytes`` (aligned to 64) and return their address."""
+        addr = self.next_free
+        end = addr + max(int(nbytes), 1)
+        if end > self.size_bytes:
+            raise AddressError(
+                f"out of HBM: {nbytes} bytes requested at {addr}, memory is {self.size_bytes} bytes"
+            )
+        self.next_free = -(-end // ALIGN) * ALIGN
+        return addr
+
+    def put(self, array: np.ndarray) -> int:
+        """Copy ``array`` into fresh HBM and return its address."""
+        array = np.ascontiguousarray(array)
+        name_of(array.dtype)
+        addr = self.alloc(array.nbytes)
+        self.data[addr : addr + array.nbytes] = array.view(np.uint8).reshape(-1)
+        return addr
+
+    def check(self, addr: int, nbytes: int) -> None:
+        """Raise AddressError unless [addr, addr + nbytes) lies inside the memory."""
+        if not isinstance(addr, int | np.integer) or isinstance(addr, bool):
+            raise AddressError(f"address must be an integer, got {addr!r}")
+        if addr < 0 or addr + nbytes > self.size_bytes:
+            raise AddressError(
+                f"address range [{addr}, {addr + nbytes}) is outside HBM of {self.size_bytes} bytes"
+            )
+
+    def get(self, addr: int, shape: tuple[int, ...], dtype: str = "f16") -> np.ndarray:
+        """A copy of the array of ``shape`` and ``dtype`` stored at ``addr``."""
+        np_dtype = to_numpy(dtype)
+        shape = check_shape(shape)
+        nbytes = math.prod(shape) * np_dtype.itemsize
+        self.check(addr, nbytes)
+        return self.data[addr : addr + nbytes].view(np_dtype).reshape(shape).copy()
+
+    def write(self, addr: int, array: np.ndarray) -> None:
+        """Store ``array``'s bytes at ``addr``."""
+        array = np.ascontiguousarray(array)
+        self.check(addr, array.nbytes)
+        self.data[addr : addr + array.nbytes] = array.view(np.uint8).reshape(-1)
+
+
+def check_shape(shape: object) -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints; ShapeError otherwise."""
+    if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        dims = tuple(int(d) for d in shape)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ShapeError(f"shape must be a tuple of integers, got {shape!r}") from None
+    if any(d < 0 for d in dims) or any(
+        isinstance(d, bool) or not isinstance(d, int | np.integer) for d in shape  # type: ignore[union-attr]
+    ):
+        raise ShapeError(f"shape must be a tuple of non-negative integers, got {shape!r}")
+    return dims

@@ -1,0 +1,27 @@
+"""Wire constants of the .kbt format shared by its writer and reader (see traces/FORMAT.md)."""
+
+from __future__ import annotations
+
+# The header's "format" value: a file whose first object is not a map with it is not a trace.
+FORMAT_NAME = "kbt"
+
+# (major, minor) written by TraceWriter. A minor bump only adds what older readers may skip.
+FORMAT_VERSION = (1, 0)
+
+# Record codes outside the event kinds of emulator.trace.schema.Kind.
+DEFINE_STRING = 0  # [0, text]: the next string id
+DEFINE_LOC = 100  # [100, file, line, function]: the next loc id
+EMBED_SOURCE = 101  # [101, file, text]: the source text of a kernel file
+
+# Codes a newer minor version may add. Event records of unknown kinds still start
+# with [code, dt, pe] (the reader applies dt and skips them); definition records of
+# unknown kinds are skipped whole.
+EVENT_CODES = range(1, 100)
+DEFINITION_CODES = range(100, 128)
+
+# Header keys the writer owns; everything else comes from Recorder.begin().
+OWN_HEADER_KEYS = ("format", "version", "producer")
+# Header keys the emulator must pass to begin().
+RUN_HEADER_KEYS = ("config", "mesh", "channels", "launch")
+# Footer keys in the order they are written.
+FOOTER_KEYS = ("status", "events", "end_time", "error", "error_loc")
