@@ -79,7 +79,8 @@ def check_shape(shape: object) -> tuple[int, ...]:
     except (TypeError, ValueError):
         raise ShapeError(f"shape must be a tuple of integers, got {shape!r}") from None
     if any(d < 0 for d in dims) or any(
-        isinstance(d, bool) or not isinstance(d, int | np.integer) for d in shape  # type: ignore[union-attr]
+        isinstance(d, bool) or not isinstance(d, int | np.integer)
+        for d in shape  # type: ignore[union-attr]
     ):
         raise ShapeError(f"shape must be a tuple of non-negative integers, got {shape!r}")
     return dims

@@ -49,8 +49,13 @@ class Channel:
 
     def describe(self) -> dict[str, Any]:
         """The channel's entry in a trace header's channel table."""
-        return {"id": self.cid, "pe": self.pe, "kind": self.kind, "index": self.index,
-                "name": self.name}
+        return {
+            "id": self.cid,
+            "pe": self.pe,
+            "kind": self.kind,
+            "index": self.index,
+            "name": self.name,
+        }
 
     def submit(
         self,

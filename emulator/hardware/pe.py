@@ -73,8 +73,9 @@ class ProcessingElement:
         """The channel that frees up first (lowest index on ties): a shared FIFO in effect."""
         return min(channels, key=lambda c: c.busy_until)
 
-    def read(self, cmd: int, future: int, addr: int, shape: tuple[int, ...], dtype: str,
-             nbytes: int) -> simpy.Event:
+    def read(
+        self, cmd: int, future: int, addr: int, shape: tuple[int, ...], dtype: str, nbytes: int
+    ) -> simpy.Event:
         """DMA read from HBM; the event's value is the array, read when the channel is granted."""
         channel = self.pick(self.dma_read)
         return channel.submit(
@@ -124,7 +125,11 @@ class ProcessingElement:
 
         cycles = max(1, math.ceil(data.nbytes / self.config.ipcq_bytes_per_cycle))
         return link.submit(
-            cmd, cycles, self.config.ipcq_latency, future=future, on_grant=enter_link,
+            cmd,
+            cycles,
+            self.config.ipcq_latency,
+            future=future,
+            on_grant=enter_link,
             on_complete=deliver,
         )
 

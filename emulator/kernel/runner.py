@@ -142,7 +142,10 @@ def run_kernel(
     if kept is not None:
         recorders.append(kept)
     rec: Recorder = (
-        NullRecorder() if not recorders else recorders[0] if len(recorders) == 1
+        NullRecorder()
+        if not recorders
+        else recorders[0]
+        if len(recorders) == 1
         else TeeRecorder(*recorders)
     )
 
@@ -152,12 +155,17 @@ def run_kernel(
         pe_end_times = _drive(launch, kernel, tuple(args))
     except EmulatorError as e:
         status = "deadlock" if isinstance(e, DeadlockError) else "error"
-        rec.end({"status": status, "end_time": launch.env.now, "error": str(e),
-                 "error_loc": e.loc})
+        rec.end({"status": status, "end_time": launch.env.now, "error": str(e), "error_loc": e.loc})
         raise
     except BaseException as e:
-        rec.end({"status": "error", "end_time": launch.env.now,
-                 "error": f"{type(e).__name__}: {e}", "error_loc": None})
+        rec.end(
+            {
+                "status": "error",
+                "end_time": launch.env.now,
+                "error": f"{type(e).__name__}: {e}",
+                "error_loc": None,
+            }
+        )
         raise
     rec.end({"status": "ok", "end_time": launch.env.now, "error": None, "error_loc": None})
 
@@ -285,11 +293,14 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
     return pe_end_times
 
 
-def _kernel_failed(launch: Launch, program: _Program, error: BaseException,
-                   loc: SourceLoc | None) -> None:
+def _kernel_failed(
+    launch: Launch, program: _Program, error: BaseException, loc: SourceLoc | None
+) -> None:
     program.ended = True
     program.tl.closed = True
-    message = error.detail if isinstance(error, EmulatorError) else f"{type(error).__name__}: {error}"
+    message = (
+        error.detail if isinstance(error, EmulatorError) else f"{type(error).__name__}: {error}"
+    )
     launch.recorder.emit(Kind.KERNEL_ERROR, launch.env.now, program.pe, message, loc)
 
 

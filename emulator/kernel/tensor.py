@@ -67,15 +67,32 @@ class TensorHandle:
         # Indexing (x[:, None], x[0]) is a view: layout, not work.
         return TensorHandle(self._tl, self.data[index], self.buffer)
 
-    def __add__(self, other): return self._tl._binary("add", np.add, self, other)
-    def __radd__(self, other): return self._tl._binary("add", np.add, other, self)
-    def __sub__(self, other): return self._tl._binary("sub", np.subtract, self, other)
-    def __rsub__(self, other): return self._tl._binary("sub", np.subtract, other, self)
-    def __mul__(self, other): return self._tl._binary("mul", np.multiply, self, other)
-    def __rmul__(self, other): return self._tl._binary("mul", np.multiply, other, self)
-    def __truediv__(self, other): return self._tl._binary("div", np.divide, self, other)
-    def __rtruediv__(self, other): return self._tl._binary("div", np.divide, other, self)
-    def __neg__(self): return self._tl._unary("neg", np.negative, self)
+    def __add__(self, other):
+        return self._tl._binary("add", np.add, self, other)
+
+    def __radd__(self, other):
+        return self._tl._binary("add", np.add, other, self)
+
+    def __sub__(self, other):
+        return self._tl._binary("sub", np.subtract, self, other)
+
+    def __rsub__(self, other):
+        return self._tl._binary("sub", np.subtract, other, self)
+
+    def __mul__(self, other):
+        return self._tl._binary("mul", np.multiply, self, other)
+
+    def __rmul__(self, other):
+        return self._tl._binary("mul", np.multiply, other, self)
+
+    def __truediv__(self, other):
+        return self._tl._binary("div", np.divide, self, other)
+
+    def __rtruediv__(self, other):
+        return self._tl._binary("div", np.divide, other, self)
+
+    def __neg__(self):
+        return self._tl._unary("neg", np.negative, self)
 
     def __array__(self, dtype=None, copy=None):
         return self.data if dtype is None else self.data.astype(dtype)

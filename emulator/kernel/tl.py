@@ -113,8 +113,20 @@ class TL:
             raise self._error(type(e), e.detail, loc) from None
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        self._emit(Kind.ISSUE, now, pe, cmd, "store", fid, int(ptr), data.nbytes, data.shape,
-                   dtype, False, loc)
+        self._emit(
+            Kind.ISSUE,
+            now,
+            pe,
+            cmd,
+            "store",
+            fid,
+            int(ptr),
+            data.nbytes,
+            data.shape,
+            dtype,
+            False,
+            loc,
+        )
         launch.log_op(now, pe, "memory", "dma_write")
         self._charge_issue()
         event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
@@ -229,8 +241,14 @@ class TL:
         """A new tile of zeros (written by the MATH engine)."""
         return self.full(shape, 0, dtype, _loc=self._caller())
 
-    def full(self, shape: tuple[int, ...], value: float, dtype: str = "f32", *,
-             _loc: SourceLoc | None = None) -> TensorHandle:
+    def full(
+        self,
+        shape: tuple[int, ...],
+        value: float,
+        dtype: str = "f32",
+        *,
+        _loc: SourceLoc | None = None,
+    ) -> TensorHandle:
         """A new tile filled with ``value`` (written by the MATH engine)."""
         loc = _loc or self._caller()
         try:
@@ -280,13 +298,15 @@ class TL:
         try:
             out = np.asarray(fn(a, axis=axis))
         except (ValueError, np.exceptions.AxisError):
-            raise self._error(ShapeError, f"cannot reduce shape {a.shape} along axis {axis}",
-                              loc) from None
+            raise self._error(
+                ShapeError, f"cannot reduce shape {a.shape} along axis {axis}", loc
+            ) from None
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
         return TensorHandle(self, out)
 
-    def _compute(self, op: str, engine_name: str, engine, cycles: int, out: np.ndarray,
-                 loc: SourceLoc) -> None:
+    def _compute(
+        self, op: str, engine_name: str, engine, cycles: int, out: np.ndarray, loc: SourceLoc
+    ) -> None:
         """Record the command and block the kernel while the engine works."""
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd = launch.next_cmd()
@@ -307,8 +327,20 @@ class TL:
         data = np.array(self._array(x, loc), copy=True)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        self._emit(Kind.ISSUE, now, pe, cmd, "send", fid, -1, data.nbytes, data.shape,
-                   name_of(data.dtype), False, loc)
+        self._emit(
+            Kind.ISSUE,
+            now,
+            pe,
+            cmd,
+            "send",
+            fid,
+            -1,
+            data.nbytes,
+            data.shape,
+            name_of(data.dtype),
+            False,
+            loc,
+        )
         launch.log_op(now, pe, "comm", "ipcq_send")
         self._charge_issue()
         event = self._pe.send(cmd, fid, direction, data)
@@ -328,15 +360,17 @@ class TL:
         nbytes = math.prod(shape) * np_dtype.itemsize
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        self._emit(Kind.ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False,
-                   loc)
+        self._emit(
+            Kind.ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc
+        )
         launch.log_op(now, pe, "comm", "ipcq_recv")
         buffer = self._alloc(nbytes, loc)
         self._charge_issue()
 
         event = self._pe.recv(cmd, fid, direction)
-        future = RecvFuture(fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype,
-                            direction=direction)
+        future = RecvFuture(
+            fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype, direction=direction
+        )
         buffer.future = future
         self._issued[fid] = future
         return future
@@ -345,7 +379,8 @@ class TL:
         if direction not in DIRECTIONS:
             raise self._error(
                 EmulatorError,
-                f"unknown IPCQ direction {direction!r} (use {', '.join(DIRECTIONS)})", loc
+                f"unknown IPCQ direction {direction!r} (use {', '.join(DIRECTIONS)})",
+                loc,
             )
         if direction not in self._pe.links:
             raise self._error(EmulatorError, f"PE has no neighbour to the {direction}", loc)

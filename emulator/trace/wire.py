@@ -25,3 +25,11 @@ OWN_HEADER_KEYS = ("format", "version", "producer")
 RUN_HEADER_KEYS = ("config", "mesh", "channels", "launch")
 # Footer keys in the order they are written.
 FOOTER_KEYS = ("status", "events", "end_time", "error", "error_loc")
+
+# Limits the writer never exceeds and the reader enforces before allocating.
+MAX_STRING_BYTES = 64 * 1024  # UTF-8 bytes of one interned string (writer truncates longer)
+MAX_SOURCE_BYTES = 16 * 1024 * 1024  # UTF-8 bytes of one embedded source text
+MAX_RECORD_BYTES = 32 * 1024 * 1024  # bytes of any one msgpack object: header, record, footer
+MAX_ARRAY_LEN = 65536  # elements of any array (a record, a shape, the channel table)
+MAX_MAP_LEN = 4096  # entries of any map (header, config, footer, a channel)
+MAX_PES = 65536  # rows * cols of the mesh

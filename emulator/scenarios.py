@@ -1,0 +1,270 @@
+"""Built-in scenarios: a kernel with its data, grid, hardware and a numpy reference check."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from emulator.config import HardwareConfig
+from emulator.kernel.runner import RunResult, run_kernel
+from emulator.kernels import attention, gemm
+from emulator.memory import Memory
+
+
+@dataclass
+class Scenario:
+    """Everything one launch needs, plus how to check its output."""
+
+    kernel: Callable
+    args: tuple
+    grid: tuple[int, ...]
+    memory: Memory
+    config: HardwareConfig = field(default_factory=HardwareConfig)
+    #: ``check(memory)`` raises AssertionError when the kernel's output is wrong.
+    check: Callable[[Memory], None] | None = None
+    description: str = ""
+
+    def run(self, **kwargs: Any) -> RunResult:
+        """Run the launch (keyword arguments go to run_kernel)."""
+        return run_kernel(self.kernel, self.args, self.grid, self.memory, self.config, **kwargs)
+
+
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """softmax(q k^T / sqrt(d)) v in f64."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ k.T / math.sqrt(q.shape[1])
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ v
+
+
+def _close(name: str, got: np.ndarray, want: np.ndarray) -> None:
+    if not np.allclose(got.astype(np.float64), want, rtol=2e-2, atol=2e-2):
+        err = np.abs(got.astype(np.float64) - want).max()
+        raise AssertionError(
+            f"{name}: output differs from the numpy reference (max error {err:.4g})"
+        )
+
+
+def _qkv(rng, q_rows: int, kv_rows: int, head_dim: int):
+    q = rng.standard_normal((q_rows, head_dim)).astype(np.float16)
+    k = rng.standard_normal((kv_rows, head_dim)).astype(np.float16)
+    v = rng.standard_normal((kv_rows, head_dim)).astype(np.float16)
+    return q, k, v
+
+
+def _decode(
+    kernel,
+    description: str,
+    n_tiles: int,
+    tile: int,
+    heads: int,
+    head_dim: int,
+    seed: int,
+    config: HardwareConfig | None,
+) -> Scenario:
+    rng = np.random.default_rng(seed)
+    q, k, v = _qkv(rng, heads, n_tiles * tile, head_dim)
+    mem = Memory(size_bytes=(q.nbytes * 2 + k.nbytes + v.nbytes) + (1 << 16))
+    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
+    o_ptr = mem.alloc(q.nbytes)
+
+    def check(memory: Memory) -> None:
+        _close(kernel.__name__, memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
+
+    return Scenario(
+        kernel=kernel,
+        args=(q_ptr, k_ptr, v_ptr, o_ptr, n_tiles, tile, heads, head_dim),
+        grid=(1,),
+        memory=mem,
+        config=config or HardwareConfig(),
+        check=check,
+        description=description,
+    )
+
+
+def decode_blocking(
+    n_tiles: int = 32,
+    tile: int = 64,
+    heads: int = 8,
+    head_dim: int = 128,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """GQA decode attention with blocking tl.load of each K and V tile."""
+    return _decode(
+        attention.decode_blocking,
+        decode_blocking.__doc__,
+        n_tiles,
+        tile,
+        heads,
+        head_dim,
+        seed,
+        config,
+    )
+
+
+def decode_prefetch(
+    n_tiles: int = 32,
+    tile: int = 64,
+    heads: int = 8,
+    head_dim: int = 128,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """GQA decode attention with a depth-2 load_async pipeline for K and V."""
+    return _decode(
+        attention.decode_prefetch,
+        decode_prefetch.__doc__,
+        n_tiles,
+        tile,
+        heads,
+        head_dim,
+        seed,
+        config,
+    )
+
+
+def flawed_prefetch(
+    n_tiles: int = 32,
+    tile: int = 64,
+    heads: int = 8,
+    head_dim: int = 128,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """GQA decode whose "prefetch" waits on each load_async right after issuing it."""
+    return _decode(
+        attention.decode_flawed_prefetch,
+        flawed_prefetch.__doc__,
+        n_tiles,
+        tile,
+        heads,
+        head_dim,
+        seed,
+        config,
+    )
+
+
+def prefill(
+    n_tiles: int = 16,
+    tile: int = 64,
+    block_rows: int = 32,
+    head_dim: int = 64,
+    pes: int = 4,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """Long-context prefill: one block of query rows per PE, depth-2 K/V pipeline on each."""
+    config = (config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes)
+    rng = np.random.default_rng(seed)
+    q, k, v = _qkv(rng, block_rows * pes, n_tiles * tile, head_dim)
+    mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
+    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
+    o_ptr = mem.alloc(q.nbytes)
+
+    def check(memory: Memory) -> None:
+        _close("prefill", memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
+
+    return Scenario(
+        kernel=attention.prefill,
+        args=(q_ptr, k_ptr, v_ptr, o_ptr, n_tiles, tile, block_rows, head_dim),
+        grid=(pes,),
+        memory=mem,
+        config=config,
+        check=check,
+        description=prefill.__doc__,
+    )
+
+
+def ring_attention(
+    pes: int = 4,
+    block_rows: int = 32,
+    kv_rows: int = 128,
+    head_dim: int = 64,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """Ring attention over a ring of PEs: K/V blocks arrive over IPCQ with recv_async."""
+    config = (config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes, mesh_wrap=True)
+    rng = np.random.default_rng(seed)
+    q, k, v = _qkv(rng, block_rows * pes, kv_rows * pes, head_dim)
+    mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
+    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
+    o_ptr = mem.alloc(q.nbytes)
+
+    def check(memory: Memory) -> None:
+        _close("ring_attention", memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
+
+    return Scenario(
+        kernel=attention.ring_attention,
+        args=(q_ptr, k_ptr, v_ptr, o_ptr, block_rows, kv_rows, head_dim),
+        grid=(pes,),
+        memory=mem,
+        config=config,
+        check=check,
+        description=ring_attention.__doc__,
+    )
+
+
+def tiled_gemm(
+    m: int = 128,
+    n: int = 128,
+    k: int = 512,
+    block_m: int = 64,
+    block_k: int = 64,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """A tiled GEMM C = A @ B with blocking tile loads, one block of C's rows per PE."""
+    if m % block_m or k % block_k:
+        raise ValueError(
+            f"m={m} and k={k} must be multiples of block_m={block_m}, block_k={block_k}"
+        )
+    pes = m // block_m
+    config = (config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    # Tile-major A: tile (i, kb) contiguous, kb outer (see gemm.tiled_gemm).
+    tiles = a.reshape(m // block_m, block_m, k // block_k, block_k).transpose(2, 0, 1, 3)
+    mem = Memory(size_bytes=a.nbytes + b.nbytes + m * n * 4 + (1 << 16))
+    a_ptr, b_ptr = mem.put(np.ascontiguousarray(tiles)), mem.put(b)
+    c_ptr = mem.alloc(m * n * 4)
+
+    def check(memory: Memory) -> None:
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        got = memory.get(c_ptr, (m, n), "f32")
+        if not np.allclose(got, want, rtol=1e-3, atol=1e-2):
+            raise AssertionError(f"tiled_gemm: max error {np.abs(got - want).max():.4g}")
+
+    return Scenario(
+        kernel=gemm.tiled_gemm,
+        args=(a_ptr, b_ptr, c_ptr, m, n, k, block_m, block_k),
+        grid=(pes,),
+        memory=mem,
+        config=config,
+        check=check,
+        description=tiled_gemm.__doc__,
+    )
+
+
+#: Built-in scenarios by the name `kbdebug run` takes.
+SCENARIOS: dict[str, Callable[..., Scenario]] = {
+    "decode_blocking": decode_blocking,
+    "decode_prefetch": decode_prefetch,
+    "flawed_prefetch": flawed_prefetch,
+    "prefill": prefill,
+    "ring_attention": ring_attention,
+    "tiled_gemm": tiled_gemm,
+}
+
+
+def parameters(name: str) -> dict[str, Any]:
+    """The settable parameters of a built-in scenario and their defaults."""
+    sig = inspect.signature(SCENARIOS[name])
+    return {p.name: p.default for p in sig.parameters.values() if p.name != "config"}
