@@ -1,4 +1,4 @@
-"""Channel: one DMA channel, engine or IPCQ link, a SimPy resource that one command holds at a time."""
+"""Channel: a DMA channel, engine or IPCQ link; a SimPy resource one command holds at a time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Source locations of tl calls: the first frame outside the emulator, as a project-relative path."""
+"""Source locations of tl calls: the first frame outside the emulator, path made relative."""
 
 from __future__ import annotations
 
