@@ -73,32 +73,77 @@ class Channel:
         the command's value; ``on_complete(value)`` runs at completion, before
         the event fires, and may replace the value.
         """
-        env = self.env
         hold = max(int(hold), 1)
-        self.busy_until = max(self.busy_until, env.now) + hold
-        self.recorder.emit(Kind.CHAN_REQUEST, env.now, self.pe, self.cid, cmd)
-        done = env.event()
-        request = self.resource.request()
+        now = self.env.now
+        self.busy_until = max(self.busy_until, now) + hold
+        self.recorder.emit(Kind.CHAN_REQUEST, now, self.pe, self.cid, cmd)
+        job = _Job(self, cmd, hold, latency, future, on_grant, on_complete)
+        request = job.request = self.resource.request()
+        if request.triggered:
+            # SimPy grants a free resource synchronously; then a command with no
+            # latency and no completion work completes with its hold timeout
+            # itself, which saves an event per compute command.
+            if not latency and on_complete is None:
+                return job.granted()
+            job.done = self.env.event()
+            job.granted()
+            return job.done
+        job.done = self.env.event()
+        request.callbacks.append(job.granted)
+        return job.done
 
-        def granted(_: simpy.Event) -> None:
-            self.recorder.emit(Kind.CHAN_GRANT, env.now, self.pe, self.cid, cmd)
-            value = on_grant() if on_grant is not None else None
-            env.timeout(hold).callbacks.append(lambda _: released(value))
 
-        def released(value: Any) -> None:
-            self.busy_cycles += hold
-            self.recorder.emit(Kind.CHAN_RELEASE, env.now, self.pe, self.cid, cmd)
-            self.resource.release(request)
-            if latency:
-                env.timeout(latency).callbacks.append(lambda _: completed(value))
-            else:
-                completed(value)
+class _Job:
+    """One command's passage through a channel: grant, hold, release, complete."""
 
-        def completed(value: Any) -> None:
-            if on_complete is not None:
-                value = on_complete(value)
-            self.recorder.emit(Kind.COMPLETE, env.now, self.pe, cmd, future)
-            done.succeed(value)
+    __slots__ = (
+        "channel",
+        "cmd",
+        "hold",
+        "latency",
+        "future",
+        "on_grant",
+        "on_complete",
+        "request",
+        "done",
+    )
 
-        request.callbacks.append(granted)
-        return done
+    def __init__(self, channel: Channel, cmd, hold, latency, future, on_grant, on_complete):
+        self.channel = channel
+        self.cmd = cmd
+        self.hold = hold
+        self.latency = latency
+        self.future = future
+        self.on_grant = on_grant
+        self.on_complete = on_complete
+        self.request: simpy.Event | None = None
+        #: Fires at completion (None when the hold timeout itself is the completion).
+        self.done: simpy.Event | None = None
+
+    def granted(self, _: simpy.Event | None = None) -> simpy.Event:
+        channel = self.channel
+        env = channel.env
+        channel.recorder.emit(Kind.CHAN_GRANT, env.now, channel.pe, channel.cid, self.cmd)
+        value = self.on_grant() if self.on_grant is not None else None
+        hold_event = env.timeout(self.hold, value)
+        hold_event.callbacks.append(self.released)
+        return hold_event
+
+    def released(self, hold_event: simpy.Event) -> None:
+        channel = self.channel
+        channel.busy_cycles += self.hold
+        channel.recorder.emit(Kind.CHAN_RELEASE, channel.env.now, channel.pe, channel.cid, self.cmd)
+        channel.resource.release(self.request)
+        if self.latency:
+            channel.env.timeout(self.latency, hold_event._value).callbacks.append(self.completed)
+        else:
+            self.completed(hold_event)
+
+    def completed(self, event: simpy.Event) -> None:
+        channel = self.channel
+        value = event._value
+        if self.on_complete is not None:
+            value = self.on_complete(value)
+        channel.recorder.emit(Kind.COMPLETE, channel.env.now, channel.pe, self.cmd, self.future)
+        if self.done is not None:
+            self.done.succeed(value)

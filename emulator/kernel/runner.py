@@ -58,13 +58,15 @@ class RunResult:
 class _Program:
     """One program instance: its greenlet, its tl and where it runs."""
 
-    __slots__ = ("glet", "tl", "pe", "ended")
+    __slots__ = ("glet", "tl", "pe", "ended", "wake")
 
     def __init__(self, glet: greenlet.greenlet, tl: TL, pe: int):
         self.glet = glet
         self.tl = tl
         self.pe = pe
         self.ended = False
+        #: SimPy callback that resumes the kernel with the event's value (set by the driver).
+        self.wake = None
 
 
 class Launch:
@@ -271,12 +273,13 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
             pe_end_times[program.pe] = env.now
             rec.emit(Kind.KERNEL_END, env.now, program.pe)
         else:
-            event.callbacks.append(lambda ev: resume(program, ev._value))
+            event.callbacks.append(program.wake)
 
     try:
         for linear, pid in _pids(launch.grid):
             tl = TL(launch, launch.mesh.pes[linear], pid)
             program = _Program(greenlet.greenlet(body, parent=launch.driver), tl, linear)
+            program.wake = _waker(resume, program)
             programs.append(program)
             rec.emit(Kind.KERNEL_START, 0, linear, name, kernel_loc)
         for program in programs:
@@ -291,6 +294,13 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
                 program.tl.closed = True
                 program.glet.throw(greenlet.GreenletExit)
     return pe_end_times
+
+
+def _waker(resume, program: _Program):
+    def wake(event: simpy.Event) -> None:
+        resume(program, event._value)
+
+    return wake
 
 
 def _kernel_failed(

@@ -271,8 +271,7 @@ class TL:
     def _unary(self, op: str, fn: Callable, x: Any) -> TensorHandle:
         loc = self._caller()
         a = self._array(x, loc)
-        with np.errstate(all="ignore"):
-            out = fn(a)
+        out = fn(a)
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
         return TensorHandle(self, out)
 
@@ -280,8 +279,7 @@ class TL:
         loc = self._caller()
         a, b = self._operand(x, loc), self._operand(y, loc)
         try:
-            with np.errstate(all="ignore"):
-                out = np.asarray(fn(a, b))
+            out = np.asarray(fn(a, b))
         except ValueError:
             raise self._error(
                 ShapeError,
