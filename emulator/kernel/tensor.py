@@ -34,6 +34,10 @@ class TensorHandle:
 
     __slots__ = ("_tl", "_data", "buffer")
 
+    # Numpy operands on the left (np.float32(0.5) * x, row + x) must defer to
+    # our reflected operators, or numpy computes the result itself, uncharged.
+    __array_ufunc__ = None
+
     def __init__(self, tl: TL, data: np.ndarray, buffer: Buffer | None = None):
         self._tl = tl
         self._data = data
