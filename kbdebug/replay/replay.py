@@ -1,0 +1,279 @@
+"""Replay: open a trace, move through it both ways, stop at breakpoints."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from emulator.trace.reader import read_trace
+from emulator.trace.schema import FIELDS, Kind, SourceLoc
+from kbdebug.replay.index import NONE, TraceIndex, build_index
+from kbdebug.replay.state import PHASES, State, apply, future_phases, state_at
+
+if TYPE_CHECKING:
+    from kbdebug.replay.breakpoints import Breakpoint
+    from kbdebug.replay.findings import Finding
+
+#: Events between two checkpoints: the most any seek has to apply one by one.
+CHECKPOINT_EVERY = 256
+
+
+@dataclass(frozen=True)
+class Hit:
+    """Where ``continue_`` stopped: the event index and the breakpoint that matched."""
+
+    index: int
+    breakpoint: Breakpoint
+
+    def describe(self, replay: Replay) -> str:
+        return f"{self.breakpoint.describe(replay)}: {replay.describe(self.index)}"
+
+
+class Replay:
+    """A trace opened for debugging: a position, the state there, and ways to move.
+
+    The position counts the events applied: 0 is before the first event,
+    ``n_events`` after the last; the current event is ``position - 1``. Any
+    position is reached by restoring the checkpoint at or below it (computed
+    from the index the first time it is needed) and applying at most
+    ``CHECKPOINT_EVERY - 1`` events, so stepping backward costs what stepping
+    forward does.
+    """
+
+    def __init__(self, index: TraceIndex, path: str | None = None):
+        self.index = index
+        self.path = path
+        self._checkpoints: dict[int, State] = {}
+        self._state = state_at(index, 0)
+        #: Breakpoints ``continue_`` stops at (those enabled).
+        self.breakpoints: list[Breakpoint] = []
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], progress: Callable[[float], None] | None = None
+    ) -> Replay:
+        """Read, validate and index the trace at ``path``.
+
+        ``progress(fraction)`` is called as the file is read (0..0.7) and indexed
+        (0.7..1). Raises TraceFormatError (a ValueError) for a bad file, OSError
+        when it cannot be read.
+        """
+        on_read = None
+        if progress is not None:
+
+            def on_read(done: int, total: int) -> None:
+                progress(0.7 * done / max(total, 1))
+
+        trace = read_trace(path, progress=on_read)
+        n = len(trace.events)
+        on_index = None
+        if progress is not None:
+
+            def on_index(done: int) -> None:
+                progress(0.7 + 0.3 * done / max(n, 1))
+
+        index = build_index(trace, progress=on_index)
+        trace.events = []  # the columns hold everything now
+        return cls(index, os.fspath(path))
+
+    # --- where we are -------------------------------------------------------------------
+
+    @property
+    def n_events(self) -> int:
+        return self.index.n_events
+
+    @property
+    def position(self) -> int:
+        return self._state.position
+
+    @property
+    def state(self) -> State:
+        """The state at the current position (do not modify it)."""
+        return self._state
+
+    @property
+    def time(self) -> int:
+        return self._state.time
+
+    @property
+    def end_time(self) -> int:
+        footer = self.index.footer
+        if footer and footer.get("end_time") is not None:
+            return int(footer["end_time"])
+        return int(self.index.columns.time[-1]) if self.n_events else 0
+
+    @property
+    def status(self) -> str:
+        """How the run ended: ok, error, deadlock, or truncated (no footer)."""
+        if self.index.footer is None:
+            return "truncated"
+        return str(self.index.footer.get("status", "ok"))
+
+    # --- moving -------------------------------------------------------------------------
+
+    def seek(self, position: int) -> State:
+        """Go to ``position`` (clamped to 0..n_events) and return the state there."""
+        position = max(0, min(int(position), self.n_events))
+        here = self._state.position
+        if 0 <= position - here < CHECKPOINT_EVERY and position // CHECKPOINT_EVERY == (
+            here // CHECKPOINT_EVERY
+        ):
+            state = self._state
+        else:
+            state = self._checkpoint(position - position % CHECKPOINT_EVERY).copy()
+        for i in range(state.position, position):
+            apply(self.index, state, i)
+        self._state = state
+        return state
+
+    def seek_time(self, cycle: int) -> State:
+        """Go to just after the last event at or before ``cycle``."""
+        return self.seek(int(np.searchsorted(self.index.columns.time, cycle, side="right")))
+
+    def step(self, n: int = 1) -> State:
+        """Move ``n`` events forward (backward when negative)."""
+        if n == 1 and self.position < self.n_events:
+            apply(self.index, self._state, self.position)
+            return self._state
+        return self.seek(self.position + n)
+
+    def _checkpoint(self, position: int) -> State:
+        state = self._checkpoints.get(position)
+        if state is None:
+            state = self._checkpoints[position] = state_at(self.index, position)
+        return state
+
+    # --- breakpoints --------------------------------------------------------------------
+
+    def continue_(
+        self, reverse: bool = False, breakpoints: Iterable[Breakpoint] | None = None
+    ) -> Hit | None:
+        """Run to the next (or previous) breakpoint hit and stop just after its event.
+
+        Returns the Hit, or None when no breakpoint matches before the end (start)
+        of the trace, where the position is then left.
+        """
+        hit = self.next_hit(reverse, breakpoints)
+        if hit is None:
+            self.seek(0 if reverse else self.n_events)
+            return None
+        self.seek(hit.index + 1)
+        return hit
+
+    def next_hit(
+        self, reverse: bool = False, breakpoints: Iterable[Breakpoint] | None = None
+    ) -> Hit | None:
+        """The hit ``continue_`` would stop at, without moving."""
+        candidates = self.breakpoints if breakpoints is None else list(breakpoints)
+        best: Hit | None = None
+        for bp in candidates:
+            if not bp.enabled:
+                continue
+            hits = bp.hits(self)
+            if reverse:
+                # Current event is position-1; a hit before it leaves us at hit+1 < position.
+                k = int(np.searchsorted(hits, self.position - 1, side="left"))
+                if k and (best is None or hits[k - 1] > best.index):
+                    best = Hit(int(hits[k - 1]), bp)
+            else:
+                k = int(np.searchsorted(hits, self.position, side="left"))
+                if k < len(hits) and (best is None or hits[k] < best.index):
+                    best = Hit(int(hits[k]), bp)
+        return best
+
+    # --- what is where ------------------------------------------------------------------
+
+    def event(self, i: int) -> tuple[Any, ...]:
+        """Event ``i`` as ``(Kind, time, pe, *fields)`` with strings and locations resolved."""
+        c, index = self.index.columns, self.index
+        kind = Kind(int(c.kind[i]))
+        out: list[Any] = [kind, int(c.time[i]), int(c.pe[i])]
+        if kind == Kind.ISSUE:
+            cmd = int(c.cmd[i])
+            k = index.commands
+            return (
+                *out,
+                cmd,
+                index.string(int(k.op[cmd])),
+                int(k.future[cmd]),
+                int(k.addr[cmd]),
+                int(k.nbytes[cmd]),
+                index.shapes[int(k.shape[cmd])],
+                index.string(int(k.dtype[cmd])),
+                bool(k.blocking[cmd]),
+                index.loc(int(k.loc[cmd])),
+            )
+        from kbdebug.replay.index import _COLUMN_OF_FIELD
+
+        for name, tag in FIELDS[kind]:
+            value = int(getattr(c, _COLUMN_OF_FIELD[name])[i])
+            if tag == "str":
+                out.append(index.string(value))
+            elif tag == "loc":
+                out.append(index.loc(value))
+            else:
+                out.append(value)
+        return tuple(out)
+
+    def describe(self, i: int) -> str:
+        """One line for event ``i``: index, cycle, PE, kind and what it is about."""
+        e = self.event(i)
+        kind, time, pe = e[0], e[1], e[2]
+        names = [name for name, _ in FIELDS[kind]]
+        values = dict(zip(names, e[3:], strict=True))
+        parts: list[str] = []
+        if kind == Kind.ISSUE:
+            parts.append(f"{values['op']} cmd {values['cmd']}")
+            if values["future"] >= 0:
+                parts.append(f"future {values['future']}")
+            if values["addr"] >= 0:
+                parts.append(f"addr {values['addr']:#x}")
+            shape = "x".join(str(d) for d in values["shape"])
+            parts.append(f"{shape} {values['dtype']} ({values['nbytes']} B)")
+        else:
+            for name, value in values.items():
+                if name == "channel":
+                    parts.append(self.channel_name(value))
+                elif isinstance(value, SourceLoc) or value is None:
+                    continue
+                else:
+                    parts.append(f"{name} {value}")
+        loc = values.get("loc")
+        where = f" at {loc}" if isinstance(loc, SourceLoc) else ""
+        return f"#{i} t={time} PE{pe} {kind.name.lower()} {' '.join(parts)}{where}"
+
+    def channel_name(self, channel: int) -> str:
+        channels = self.index.channels
+        return str(channels[channel]["name"]) if 0 <= channel < len(channels) else f"ch{channel}"
+
+    def future_phase(self, future: int) -> str:
+        """The phase name of ``future`` at the current position ("not issued" before)."""
+        code = int(future_phases(self.index, self.position, np.array([future]))[0])
+        return PHASES[code] if code >= 0 else "not issued"
+
+    def future_events(self, future: int) -> list[int]:
+        """The event indices of ``future``'s lifecycle, in order."""
+        f, k = self.index.futures, self.index.commands
+        cmd = int(f.cmd[future])
+        events = [
+            int(k.issue[cmd]),
+            int(k.request[cmd]),
+            int(k.grant[cmd]),
+            int(k.release[cmd]),
+            int(k.complete[cmd]),
+            int(f.wait_begin[future]),
+            int(f.wait_end[future]),
+        ]
+        return sorted(e for e in events if e != NONE)
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        """Every serialisation finding in the trace (computed on first use)."""
+        from kbdebug.replay.findings import find_all
+
+        return find_all(self)
