@@ -1,4 +1,4 @@
-"""Breakpoints: predicates over the trace's columns, each yielding the sorted event indices it hits."""
+"""Breakpoints: predicates over the trace columns, each giving the sorted event indices it hits."""
 
 from __future__ import annotations
 
