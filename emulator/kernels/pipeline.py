@@ -17,6 +17,12 @@ class TilePipeline:
     V1) so the first tiles of every stream arrive first. ``next(s)`` waits for
     the oldest load of stream ``s`` and at once issues the load ``depth``
     tiles ahead, so the next tiles' DMA runs under the compute that follows.
+
+    Priming happens at the first ``next()``, not at construction: called
+    inside the loop's ``tl.scope()``, the primed buffers then belong to the
+    loop's scopes and are recycled tile by tile, so the pipeline needs
+    scratch for ``depth + 1`` tiles per stream. Primed at construction,
+    outside any scope, they would stay allocated until the kernel ends.
     """
 
     def __init__(
@@ -34,8 +40,12 @@ class TilePipeline:
         self.depth = depth
         self._in_flight: list[deque[LoadFuture]] = [deque() for _ in streams]
         self._next_tile = [0] * len(streams)
-        for _ in range(min(depth, n_tiles)):
-            for s in range(len(streams)):
+        self._primed = False
+
+    def _prime(self) -> None:
+        self._primed = True
+        for _ in range(min(self.depth, self.n_tiles)):
+            for s in range(len(self.streams)):
                 self._issue(s)
 
     def _issue(self, s: int) -> None:
@@ -46,6 +56,8 @@ class TilePipeline:
 
     def next(self, s: int = 0) -> TensorHandle:
         """The next tile of stream ``s``, keeping that stream's pipeline full."""
+        if not self._primed:
+            self._prime()
         tile = self.tl.wait(self._in_flight[s].popleft())
         if self._next_tile[s] < self.n_tiles:
             self._issue(s)
