@@ -1,24 +1,85 @@
-"""The kbdebug command line."""
+"""The kbdebug command line: dispatch to one module per subcommand, errors as one line."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
+from kbdebug import __version__
 
-def build_parser() -> argparse.ArgumentParser:
+#: Subcommand name -> module under kbdebug.commands.
+SUBCOMMANDS = {
+    "replay": "kbdebug.commands.replay",
+    "run": "kbdebug.commands.run",
+    "report": "kbdebug.commands.report",
+    "export": "kbdebug.commands.export",
+    "diff": "kbdebug.commands.diff",
+}
+
+EPILOG = """\
+examples:
+  kbdebug                          open the bundled flawed-prefetch trace
+  kbdebug traces/decode_blocking.kbt
+  kbdebug run decode_prefetch --set n_tiles=64 -o decode.kbt
+  kbdebug report decode.kbt --fail-on any
+"""
+
+
+class UserError(Exception):
+    """Bad input: printed as one line, exit status 2 unless ``status`` says otherwise."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+def _available() -> dict[str, object]:
+    modules = {}
+    for name, path in SUBCOMMANDS.items():
+        try:
+            modules[name] = importlib.import_module(path)
+        except ModuleNotFoundError as e:
+            if e.name != path:
+                raise
+    return modules
+
+
+def build_parser(modules: dict[str, object] | None = None) -> argparse.ArgumentParser:
+    modules = _available() if modules is None else modules
     parser = argparse.ArgumentParser(
         prog="kbdebug",
-        description="Trace debugger for asynchronous kernel loads.",
+        description="Trace debugger for asynchronous kernel loads: record a kernel's run in "
+        "the emulator, then step through it, both ways.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"kbdebug {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in modules.values():
+        module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    argv = sys.argv[1:] if argv is None else list(argv)
+    modules = _available()
+    # `kbdebug TRACE` and a bare `kbdebug` mean `kbdebug replay ...`.
+    if "replay" in modules and (not argv or (argv[0] not in modules and argv[0][:1] != "-")):
+        argv = ["replay", *argv]
+    parser = build_parser(modules)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(modules[args.command].run(args) or 0)
+    except UserError as e:
+        print(f"kbdebug {args.command}: {e}", file=sys.stderr)
+        return e.status
+    except KeyboardInterrupt:
+        print(f"kbdebug {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
