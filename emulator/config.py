@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -62,6 +63,8 @@ class HardwareConfig:
                 raise ConfigError(f'"{f.name}" must be a number, got {value!r}')
             if f.type == "int" and not isinstance(value, int):
                 raise ConfigError(f'"{f.name}" must be an integer, got {value!r}')
+            if not math.isfinite(value):
+                raise ConfigError(f'"{f.name}" must be finite, got {value!r}')
             minimum = 0 if f.name in ("hbm_latency", "ipcq_latency", "issue_cycles") else 1
             if value < minimum:
                 raise ConfigError(f'"{f.name}" must be >= {minimum}, got {value!r}')
