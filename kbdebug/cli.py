@@ -7,6 +7,9 @@ import importlib
 import sys
 
 from kbdebug import __version__
+from kbdebug.errors import UserError
+
+__all__ = ["UserError", "build_parser", "main"]
 
 #: Subcommand name -> module under kbdebug.commands.
 SUBCOMMANDS = {
@@ -24,14 +27,6 @@ examples:
   kbdebug run decode_prefetch --set n_tiles=64 -o decode.kbt
   kbdebug report decode.kbt --fail-on any
 """
-
-
-class UserError(Exception):
-    """Bad input: printed as one line, exit status 2 unless ``status`` says otherwise."""
-
-    def __init__(self, message: str, status: int = 2):
-        super().__init__(message)
-        self.status = status
 
 
 def _available() -> dict[str, object]:

@@ -262,7 +262,7 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
             loc = _innermost_kernel_loc(launch, e)
             _kernel_failed(launch, program, e, loc)
             raise KernelError(
-                f"kernel {name} raised {type(e).__name__}: {e}",
+                f"{name} raised {type(e).__name__}: {e}",
                 pe=program.pe,
                 loc=loc,
                 kernel_traceback="".join(traceback.format_exception(e)),

@@ -1,1 +1,1 @@
-"""One module per kbdebug subcommand, each with ``add_parser(subparsers)`` and ``run(args) -> int``."""
+"""One module per kbdebug subcommand: ``add_parser(subparsers)`` and ``run(args) -> int``."""

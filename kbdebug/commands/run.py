@@ -1,0 +1,281 @@
+"""`kbdebug run`: run a built-in scenario or your own launch in the emulator and write its trace."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import inspect
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from emulator.config import HardwareConfig
+from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelError
+from emulator.recorder import NullRecorder
+from emulator.scenarios import SCENARIOS, Scenario, parameters
+from emulator.trace.writer import TraceWriter
+from kbdebug.errors import UserError
+
+DESCRIPTION = """\
+Run a kernel in the emulator and record its trace.
+
+SCENARIO is a built-in name or path/to/file.py:function, where the function
+takes keyword parameters (set with --set) and returns an
+emulator.scenarios.Scenario.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    names = ", ".join(SCENARIOS)
+    p = sub.add_parser(
+        "run",
+        help="run a scenario in the emulator and write its trace",
+        description=DESCRIPTION,
+        epilog=f"built-in scenarios: {names}\n\n"
+        "examples:\n"
+        "  kbdebug run decode_prefetch --set n_tiles=256 -o decode.kbt\n"
+        "  kbdebug run flawed_prefetch --set hbm_latency=800\n"
+        "  kbdebug run my_kernels.py:launch --config hw.toml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in name or FILE.py:FUNCTION")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a scenario parameter (e.g. n_tiles=64) or a hardware field (e.g. hbm_latency=800)",
+    )
+    p.add_argument("--config", metavar="HW.toml", help="hardware configuration file")
+    p.add_argument("-o", "--output", metavar="OUT.kbt", help="trace file (default SCENARIO.kbt)")
+    p.add_argument("--no-check", action="store_true", help="skip the numpy reference check")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    p.add_argument(
+        "--traceback", action="store_true", help="print the kernel's traceback if it raises"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    builder, name = _builder(args.scenario)
+    scenario_params = _accepted(builder)
+    hw_fields = set(HardwareConfig.__dataclass_fields__)
+    params: dict[str, Any] = {}
+    hw: dict[str, Any] = {}
+    for setting in args.settings:
+        key, value = _parse_setting(setting)
+        if key in scenario_params:
+            params[key] = value
+        elif key in hw_fields:
+            hw[key] = value
+        else:
+            known = ", ".join(sorted(scenario_params - {"config"}))
+            raise UserError(
+                f"--set {key}: not a parameter of {name} ({known}) nor a hardware field"
+            )
+    try:
+        config = HardwareConfig.from_toml(args.config) if args.config else HardwareConfig()
+        if hw:
+            config = config.replace(**hw)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    if "config" in scenario_params:
+        params["config"] = config
+    try:
+        scenario = builder(**params)
+    except (TypeError, ValueError, EmulatorError) as e:
+        raise UserError(f"{name}: {e}") from None
+    if not isinstance(scenario, Scenario):
+        raise UserError(f"{name} returned {type(scenario).__name__}, expected a Scenario")
+    if "config" not in scenario_params and (hw or args.config):
+        scenario.config = config.replace(
+            mesh_rows=scenario.config.mesh_rows, mesh_cols=scenario.config.mesh_cols
+        )
+
+    output = Path(args.output or f"{Path(name).stem}.kbt")
+    try:
+        writer = TraceWriter(output)
+    except OSError as e:
+        raise UserError(f"cannot write {output}: {e.strerror}") from None
+    show = not args.quiet and sys.stderr.isatty()
+    total = _estimate_events(builder, params) if show else None
+    progress = _Progress(writer, total, enabled=show)
+    started = time.perf_counter()
+    failure: EmulatorError | None = None
+    result = None
+    progress.start()
+    try:
+        result = scenario.run(recorder=writer)
+    except EmulatorError as e:
+        failure = e
+    finally:
+        progress.stop()
+        writer.close()
+    elapsed = time.perf_counter() - started
+
+    size = output.stat().st_size
+    print(
+        f"trace:  {output} ({size:,} bytes, {writer.events:,} events, "
+        f"{size / max(writer.events, 1):.1f} bytes/event)"
+    )
+    if failure is not None:
+        kind = "deadlock" if isinstance(failure, DeadlockError) else "error"
+        print(f"status: {kind} after {elapsed:.2f} s")
+        if isinstance(failure, KernelError) and failure.kernel_traceback and args.traceback:
+            print(failure.kernel_traceback.rstrip(), file=sys.stderr)
+        hint = (
+            " (--traceback shows the kernel's traceback)"
+            if (isinstance(failure, KernelError) and not args.traceback)
+            else ""
+        )
+        raise UserError(f"{failure}{hint}", status=1)
+    assert result is not None
+    print(f"end:    cycle {result.end_time:,} ({elapsed:.2f} s)")
+    print(f"stall:  {result.metrics['stall_cycles']:,} cycles waiting in tl.wait")
+    print(f"reads:  {result.metrics['dma_read_count']:,} DMA reads")
+    if scenario.check is not None and not args.no_check:
+        try:
+            scenario.check(scenario.memory)
+        except AssertionError as e:
+            raise UserError(f"output check failed: {e}", status=1) from None
+        print("check:  output matches the numpy reference")
+    print(f"next:   kbdebug {output}")
+    return 0
+
+
+def _builder(spec: str):
+    if spec in SCENARIOS:
+        return SCENARIOS[spec], spec
+    if ":" not in spec:
+        raise UserError(
+            f"unknown scenario {spec!r}: use one of {', '.join(SCENARIOS)} or FILE.py:FUNCTION"
+        )
+    path_text, _, func = spec.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    module_name = f"kbdebug_user_{path.stem}"
+    spec_obj = importlib.util.spec_from_file_location(module_name, path)
+    if spec_obj is None or spec_obj.loader is None:
+        raise UserError(f"{path}: cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec_obj)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec_obj.loader.exec_module(module)
+    except Exception as e:  # the user's file: report it in one line
+        raise UserError(f"{path}: {type(e).__name__}: {e}") from None
+    builder = getattr(module, func, None)
+    if not callable(builder):
+        raise UserError(f"{path} has no function {func!r}")
+    return builder, path.stem + "." + func
+
+
+def _accepted(builder) -> set[str]:
+    if builder in SCENARIOS.values():
+        return set(parameters(next(k for k, v in SCENARIOS.items() if v is builder))) | {"config"}
+    try:
+        return set(inspect.signature(builder).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _parse_setting(setting: str) -> tuple[str, Any]:
+    key, sep, text = setting.partition("=")
+    if not sep or not key:
+        raise UserError(f"--set {setting!r}: expected KEY=VALUE")
+    if text.lower() in ("true", "false"):
+        return key, text.lower() == "true"
+    try:
+        return key, ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return key, text
+
+
+class _CountingRecorder(NullRecorder):
+    """Counts events and discards them."""
+
+    def __init__(self) -> None:
+        self.events = 0
+
+    def emit(self, kind, time, pe, *fields) -> None:
+        self.events += 1
+
+
+def _estimate_events(builder, params: dict[str, Any]) -> int | None:
+    """Events a scenario with ``n_tiles`` will emit, extrapolated from runs of 1 and 2 tiles."""
+    n = params.get("n_tiles", _default(builder, "n_tiles"))
+    if not isinstance(n, int) or n < 4:
+        return None
+    counts = []
+    for tiles in (1, 2):
+        counter = _CountingRecorder()
+        try:
+            builder(**{**params, "n_tiles": tiles}).run(recorder=counter)
+        except Exception:  # an estimate only: the real run reports any problem
+            return None
+        counts.append(counter.events)
+    return counts[0] + (counts[1] - counts[0]) * (n - 1)
+
+
+def _default(builder, name: str) -> Any:
+    try:
+        parameter = inspect.signature(builder).parameters.get(name)
+    except (TypeError, ValueError):
+        return None
+    return None if parameter is None else parameter.default
+
+
+class _Progress:
+    """A progress bar on stderr from the first second of a run on (a counter without a total)."""
+
+    def __init__(self, writer: TraceWriter, total: int | None, *, enabled: bool):
+        self.writer = writer
+        self.total = total
+        self.enabled = enabled
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._shown = False
+
+    def start(self) -> None:
+        if self.enabled:
+            self._thread.start()
+
+    def stop(self) -> None:
+        if self.enabled:
+            self._stop.set()
+            self._thread.join()
+            if self._shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+
+    def _loop(self) -> None:
+        started = time.perf_counter()
+        if self._stop.wait(1.0):
+            return
+        spinner = "|/-\\"
+        tick = 0
+        while not self._stop.wait(0.2):
+            events = self.writer.events
+            elapsed = time.perf_counter() - started
+            width = max(os.get_terminal_size(sys.stderr.fileno()).columns - 1, 20)
+            if self.total:
+                done = min(events / self.total, 1.0)
+                bar = "#" * int(done * 30)
+                line = (
+                    f"running [{bar:<30}] {done:4.0%} {events:,}/{self.total:,} events, "
+                    f"{elapsed:.1f} s"
+                )
+            else:
+                line = (
+                    f"{spinner[tick % 4]} running: {events:,} events, {elapsed:.1f} s, "
+                    f"{events / elapsed:,.0f} events/s"
+                )
+            sys.stderr.write("\r" + line[:width] + "\033[K")
+            sys.stderr.flush()
+            self._shown = True
+            tick += 1
