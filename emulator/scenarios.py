@@ -253,6 +253,86 @@ def tiled_gemm(
     )
 
 
+def _gemm_epilogue(
+    kernel,
+    description: str,
+    m: int,
+    k: int,
+    n: int,
+    tile: int,
+    seed: int,
+    config: HardwareConfig | None,
+) -> Scenario:
+    if m % tile:
+        raise ValueError(f"m={m} must be a multiple of tile={tile}")
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    scale = 0.5
+    mem = Memory(size_bytes=a.nbytes + b.nbytes + bias.nbytes + m * n * 4 + (1 << 16))
+    a_ptr, b_ptr, bias_ptr = mem.put(a), mem.put(b), mem.put(bias)
+    c_ptr = mem.alloc(m * n * 4)
+
+    def check(memory: Memory) -> None:
+        want = np.maximum((a.astype(np.float64) @ b.astype(np.float64)) * scale + bias, 0)
+        got = memory.get(c_ptr, (m, n), "f32")
+        if not np.allclose(got, want, rtol=1e-3, atol=1e-2):
+            raise AssertionError(f"{kernel.__name__}: max error {np.abs(got - want).max():.4g}")
+
+    return Scenario(
+        kernel=kernel,
+        args=(a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale),
+        grid=(1,),
+        memory=mem,
+        config=config or HardwareConfig(),
+        check=check,
+        description=description,
+    )
+
+
+def gemm_blocking(
+    m: int = 2048,
+    k: int = 256,
+    n: int = 16,
+    tile: int = 64,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """C = relu(A @ B * 0.5 + bias) over row tiles of A, each loaded with a blocking tl.load."""
+    return _gemm_epilogue(
+        gemm.gemm_epilogue_blocking, gemm_blocking.__doc__, m, k, n, tile, seed, config
+    )
+
+
+def gemm_pipeline(
+    m: int = 2048,
+    k: int = 256,
+    n: int = 16,
+    tile: int = 64,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """The same GEMM with a kernel-written depth-2 load_async pipeline (TilePipeline)."""
+    return _gemm_epilogue(
+        gemm.gemm_epilogue_pipeline, gemm_pipeline.__doc__, m, k, n, tile, seed, config
+    )
+
+
+def gemm_composite(
+    m: int = 2048,
+    k: int = 256,
+    n: int = 16,
+    tile: int = 64,
+    seed: int = 0,
+    config: HardwareConfig | None = None,
+) -> Scenario:
+    """The same GEMM as one tl.composite, pipelined by the PE's scheduler."""
+    return _gemm_epilogue(
+        gemm.gemm_epilogue_composite, gemm_composite.__doc__, m, k, n, tile, seed, config
+    )
+
+
 #: Built-in scenarios by the name `kbdebug run` takes.
 SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "decode_blocking": decode_blocking,
@@ -261,6 +341,9 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "prefill": prefill,
     "ring_attention": ring_attention,
     "tiled_gemm": tiled_gemm,
+    "gemm_blocking": gemm_blocking,
+    "gemm_pipeline": gemm_pipeline,
+    "gemm_composite": gemm_composite,
 }
 
 

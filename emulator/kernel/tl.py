@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from emulator.errors import (
 )
 from emulator.hardware.mesh import DIRECTIONS
 from emulator.hardware.pe import ProcessingElement
+from emulator.kernel.composite import run_composite
 from emulator.kernel.futures import CompletionHandle, LoadFuture, RecvFuture, Waitable
 from emulator.kernel.tensor import Buffer, TensorHandle
 from emulator.memory import check_shape
@@ -89,6 +90,7 @@ class TL:
             self._launch.memory.check(ptr, nbytes)
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
+        self._check_fits(nbytes, loc)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
         op = "load" if blocking else "load_async"
@@ -316,6 +318,46 @@ class TL:
         launch.log_op(now, pe, "compute", engine_name)
         self._block(self._pe.compute(engine, cmd, cycles))
 
+    def composite(
+        self,
+        a_ptr: int,
+        a_shape: tuple[int, int],
+        b_ptr: int,
+        b_shape: tuple[int, int],
+        out_ptr: int,
+        *,
+        tile: int,
+        dtype: str = "f16",
+        epilogues: Sequence[Any] = (),
+        out_dtype: str = "f32",
+    ) -> None:
+        """C = epilogues(A @ B), pipelined tile by tile of A's rows by the PE's scheduler.
+
+        A is (M, K) and B (K, N), both row-major ``dtype`` in HBM; C (M, N) of
+        ``out_dtype`` is written row-major at ``out_ptr``. The scheduler keeps
+        ``config.composite_depth`` tile loads in flight ahead of the GEMM, so
+        tile j+1's DMA overlaps tile j's compute, and recycles each tile's
+        scratch when its GEMM is done. Epilogues apply in order to each tile:
+        "exp", "relu", ("scale", x), ("bias", ptr) with an f32 vector of N at
+        ptr, ("cast", dtype). Blocks like tl.dot until the last tile landed.
+
+            tl.composite(q_ptr, (256, 64), kt_ptr, (64, 512), s_ptr, tile=64,
+                         epilogues=[("scale", 0.125), "exp"])
+        """
+        run_composite(
+            self,
+            self._caller(),
+            a_ptr,
+            a_shape,
+            b_ptr,
+            b_shape,
+            out_ptr,
+            tile=tile,
+            dtype=dtype,
+            epilogues=epilogues,
+            out_dtype=out_dtype,
+        )
+
     # --- IPCQ ---------------------------------------------------------------------------
 
     def send(self, direction: str, x: Any) -> CompletionHandle:
@@ -356,6 +398,7 @@ class TL:
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
         nbytes = math.prod(shape) * np_dtype.itemsize
+        self._check_fits(nbytes, loc)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
         self._emit(
@@ -425,6 +468,12 @@ class TL:
             )
         self._free(buffer)
 
+    def _check_fits(self, nbytes: int, loc: SourceLoc) -> None:
+        """Refuse before anything is recorded, so a refused load leaves no trace of issue."""
+        scratch = self._pe.scratch
+        if scratch.in_use + nbytes > scratch.capacity:
+            self._alloc(nbytes, loc)  # raises ScratchOverflowError with the full message
+
     def _alloc(self, nbytes: int, loc: SourceLoc) -> Buffer:
         buffer = Buffer(self._launch.next_buffer(), nbytes)
         try:
@@ -443,7 +492,7 @@ class TL:
         raise self._error(
             RecycledBufferError,
             f"tensor {x.shape} {x.dtype} used after its scratch buffer {x.buffer.id} was "
-            f"recycled (its tl.scope ended)",
+            f"recycled (by the end of its tl.scope, tl.free or the kernel's end)",
             self._caller(),
         )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from emulator.kernels.pipeline import TilePipeline
+
 
 def tiled_gemm(tl, a_ptr, b_ptr, c_ptr, m, n, k, block_m, block_k):
     """Each program computes rows [pid*block_m, +block_m) of C (f32).
@@ -20,3 +22,39 @@ def tiled_gemm(tl, a_ptr, b_ptr, c_ptr, m, n, k, block_m, block_k):
             b = tl.load(b_ptr + kb * block_k * n * 2, (block_k, n), "f16")
             acc = acc + tl.dot(a, b)
     tl.store(c_ptr + pid * block_m * n * 4, acc)
+
+
+def gemm_epilogue_blocking(tl, a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale):
+    """C = relu(A @ B * scale + bias), row tile by row tile with blocking loads."""
+    b = tl.load(b_ptr, (k, n), "f16")
+    bias = tl.load(bias_ptr, (n,), "f32")
+    for j in range(m // tile):
+        with tl.scope():
+            a = tl.load(a_ptr + j * tile * k * 2, (tile, k), "f16")
+            c = tl.maximum(tl.dot(a, b) * scale + bias, 0.0)
+            tl.store(c_ptr + j * tile * n * 4, c)
+
+
+def gemm_epilogue_pipeline(tl, a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale):
+    """The same GEMM with a kernel-written depth-2 load_async pipeline over A's row tiles."""
+    b = tl.load(b_ptr, (k, n), "f16")
+    bias = tl.load(bias_ptr, (n,), "f32")
+    rows = TilePipeline(tl, [lambda j: (a_ptr + j * tile * k * 2, (tile, k), "f16")], m // tile)
+    for j in range(m // tile):
+        with tl.scope():
+            a = rows.next(0)
+            c = tl.maximum(tl.dot(a, b) * scale + bias, 0.0)
+            tl.store(c_ptr + j * tile * n * 4, c)
+
+
+def gemm_epilogue_composite(tl, a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale):
+    """The same GEMM as one tl.composite: the PE's scheduler pipelines the tiles itself."""
+    tl.composite(
+        a_ptr,
+        (m, k),
+        b_ptr,
+        (k, n),
+        c_ptr,
+        tile=tile,
+        epilogues=[("scale", scale), ("bias", bias_ptr), "relu"],
+    )
