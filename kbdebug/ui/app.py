@@ -1,0 +1,535 @@
+"""KbdebugApp: the trace debugger's screen, its keys, and the state every pane shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.reactive import reactive
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from emulator.trace.schema import Kind
+from kbdebug.replay import Replay, SourceLine, StalledWait
+from kbdebug.replay.findings import Finding
+from kbdebug.ui import queries
+from kbdebug.ui.breakpoint_dialog import BreakpointDialog
+from kbdebug.ui.events_view import EventsView
+from kbdebug.ui.findings_view import FindingsView
+from kbdebug.ui.futures_table import FuturesTable
+from kbdebug.ui.header import StatusHeader
+from kbdebug.ui.help_screen import HelpScreen
+from kbdebug.ui.lanes import TimelineData, build_timeline
+from kbdebug.ui.loading import LoadingPanel
+from kbdebug.ui.messages import (
+    CycleClicked,
+    FindingChosen,
+    FindingsComputed,
+    FutureChosen,
+    LineChosen,
+    LoadProgressed,
+    SeekRequested,
+    TraceLoaded,
+    TraceLoadFailed,
+)
+from kbdebug.ui.palette import DebuggerCommands
+from kbdebug.ui.prompt import PromptScreen
+from kbdebug.ui.source_view import SourceView
+from kbdebug.ui.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class Key:
+    """One debugger key: what the footer, the help screen and the command palette show."""
+
+    key: str
+    action: str
+    short: str
+    long: str
+    footer: bool = True
+
+
+KEYS = (
+    Key("s", "step(1)", "step", "Step one event forward"),
+    Key("S", "step(-1)", "back", "Step one event backward"),
+    Key("c", "continue(1)", "continue", "Continue to the next breakpoint hit"),
+    Key("C", "continue(-1)", "reverse", "Reverse-continue to the previous breakpoint hit"),
+    Key("w", "toggle_stalled_wait", "stall break", "Toggle: break on a stalled tl.wait"),
+    Key("question_mark", "help", "help", "Show every key"),
+    Key("n", "next_call(1)", "tl call", "Next tl call (issue or wait) of the focused PE"),
+    Key("N", "next_call(-1)", "prev call", "Previous tl call of the focused PE", False),
+    Key("b", "toggle_line_breakpoint", "line break", "Toggle a breakpoint on the source line"),
+    Key("B", "breakpoints", "breakpoints", "Breakpoint list: add, remove, enable, conditions"),
+    Key("f", "future_event(1)", "future", "Next lifecycle event of the selected future"),
+    Key("F", "future_event(-1)", "future back", "Previous lifecycle event of the future", False),
+    Key("left_square_bracket", "focus_pe(-1)", "PE-", "Focus the previous PE"),
+    Key("right_square_bracket", "focus_pe(1)", "PE+", "Focus the next PE"),
+    Key("g", "edge(-1)", "start", "Go to the start of the trace", False),
+    Key("G", "edge(1)", "end", "Go to the end of the trace", False),
+    Key("colon", "goto", "go to", "Go to an event (:1234) or a cycle (:t5000)"),
+    Key("slash", "search", "search", "Search events (kind, pe2, future 12, file.py:86, op)"),
+    Key("plus,equals_sign", "zoom(1)", "zoom in", "Zoom the timeline in", False),
+    Key("minus", "zoom(-1)", "zoom out", "Zoom the timeline out", False),
+    Key("less_than_sign", "pan(-1)", "pan left", "Pan the timeline left", False),
+    Key("greater_than_sign", "pan(1)", "pan right", "Pan the timeline right", False),
+    Key("m", "mark", "mark", "Mark this position", False),
+    Key("apostrophe", "jump_mark", "to mark", "Jump to the mark (again: back)"),
+    Key("q", "quit", "quit", "Quit"),
+    Key("ctrl+p", "command_palette", "palette", "Command palette: every action by name"),
+)
+
+#: Actions that need an open trace and the main screen.
+_DEBUGGER_ACTIONS = {key.action.split("(")[0] for key in KEYS} - {
+    "quit",
+    "help",
+    "command_palette",
+}
+
+#: What a future's lifecycle event is called, by event kind.
+_LIFECYCLE = {
+    Kind.ISSUE: "issued",
+    Kind.CHAN_REQUEST: "queued for its channel",
+    Kind.CHAN_GRANT: "granted its channel",
+    Kind.CHAN_RELEASE: "released its channel",
+    Kind.COMPLETE: "ready",
+    Kind.WAIT_BEGIN: "waited on",
+    Kind.WAIT_END: "resolved",
+}
+
+
+class KbdebugApp(App[int]):
+    """Open a trace (in a worker, with a progress bar) and debug it, one key per move."""
+
+    TITLE = "kbdebug"
+    CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {DebuggerCommands}
+    BINDINGS = [
+        Binding(key.key, key.action, key.short, show=key.footer, tooltip=key.long) for key in KEYS
+    ]
+
+    position = reactive(0, init=False)
+    """Events applied: the current event is ``position - 1`` (0 is before the first)."""
+
+    focused_pe = reactive(0, init=False)
+    """The PE whose source line is shown and whose tl calls n/N step through."""
+
+    selected_future = reactive(-1, init=False)
+    """The future highlighted in the table and on the timeline; f/F follow it."""
+
+    status = reactive("loading", init=False)
+    """The run state in the header: paused, stopped at a breakpoint (which), or why not."""
+
+    breaks = reactive("", init=False)
+    """Summary of the enabled breakpoints, for the header."""
+
+    breakpoint_generation = reactive(0, init=False)
+    """Bumped whenever breakpoints change so the source marks are redrawn."""
+
+    def __init__(self, path: str | None = None, replay: Replay | None = None) -> None:
+        """Debug ``replay``, or open the trace at ``path`` in a worker first."""
+        if path is None and replay is None:
+            raise ValueError("KbdebugApp needs a path or a replay")
+        super().__init__()
+        self.path = path if path is not None else (replay.path or "trace")
+        self.replay = replay
+        #: Why the trace could not be opened (the app then exits with status 2).
+        self.load_error: str | None = None
+        #: Position saved by ``m``, where ``'`` goes.
+        self.mark: int | None = None
+        #: The breakpoint ``w`` toggles.
+        self.stalled_wait = StalledWait(min_stall=1)
+        self.last_search = ""
+        self.findings: list[Finding] | None = None
+        self._timeline_data: TimelineData | None = None
+        self._tl_calls: list[np.ndarray] = []
+
+    # --- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        if self.replay is None:
+            yield LoadingPanel(self.path, id="loading")
+            yield Footer(compact=True, show_command_palette=False)
+            return
+        replay = self.replay
+        if self._timeline_data is None:
+            self._timeline_data = build_timeline(replay)
+        yield StatusHeader(replay, id="header").data_bind(
+            KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.status, KbdebugApp.breaks
+        )
+        banner = queries.banner(replay)
+        if banner:
+            yield Static(banner, id="banner", markup=False)
+        timeline = Timeline(replay, self._timeline_data, id="timeline")
+        timeline.border_title = "timeline"
+        yield timeline.data_bind(
+            KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.selected_future
+        )
+        with Horizontal(id="middle"):
+            yield SourceView(replay, id="source").data_bind(
+                KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.breakpoint_generation
+            )
+            futures = FuturesTable(replay, id="futures")
+            futures.border_title = "futures"
+            yield futures.data_bind(KbdebugApp.position, KbdebugApp.selected_future)
+        with TabbedContent(id="tabs"):
+            with TabPane("Events", id="events-tab"):
+                yield EventsView(replay, id="events").data_bind(
+                    KbdebugApp.position, KbdebugApp.selected_future
+                )
+            with TabPane("Findings", id="findings-tab"):
+                yield FindingsView(id="findings")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        if self.replay is None:
+            self.load(self.path)
+        else:
+            self._opened()
+
+    def _opened(self) -> None:
+        replay = self.replay
+        self._tl_calls = queries.tl_calls_by_pe(replay)
+        self.query_one(FindingsView).note = "looking for serialisation…"
+        self.compute_findings(replay)
+        self.position = replay.position
+        self.status = "paused at the start: s steps, w then c stops at stalled waits, ? for help"
+        self._breakpoints_changed()
+        self.query_one(SourceView).focus()
+
+    # --- loading -------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="load")
+    def load(self, path: str) -> None:
+        """Read and index the trace, posting progress; then TraceLoaded or TraceLoadFailed."""
+        worker = get_current_worker()
+        last = [-1.0]
+
+        def progress(fraction: float) -> None:
+            if worker.is_cancelled:
+                raise InterruptedError("loading cancelled")
+            if fraction - last[0] >= 0.01:
+                last[0] = fraction
+                stage = "reading" if fraction < 0.7 else "indexing"
+                self.post_message(LoadProgressed(fraction, stage))
+
+        try:
+            replay = Replay.open(path, progress=progress)
+        except InterruptedError:
+            return
+        except (OSError, ValueError) as e:
+            self.post_message(TraceLoadFailed(queries.one_line(e, path)))
+            return
+        self.post_message(TraceLoaded(replay))
+
+    def on_load_progressed(self, message: LoadProgressed) -> None:
+        for panel in self.query(LoadingPanel):
+            panel.fraction = message.fraction
+            panel.stage = message.stage
+
+    async def on_trace_loaded(self, message: TraceLoaded) -> None:
+        self.replay = message.replay
+        await self.recompose()
+        self._opened()
+
+    def on_trace_load_failed(self, message: TraceLoadFailed) -> None:
+        self.load_error = message.error
+        self.exit(2)
+
+    @work(thread=True, group="findings")
+    def compute_findings(self, replay: Replay) -> None:
+        """Run the findings rules on a private Replay over the same (read-only) index."""
+        try:
+            findings = Replay(replay.index, replay.path).findings
+        except Exception as e:  # noqa: BLE001 - a failing rule must not take the debugger down
+            self.post_message(FindingsComputed([], f"findings unavailable: {e!r}"))
+            return
+        self.post_message(FindingsComputed(list(findings)))
+
+    def on_findings_computed(self, message: FindingsComputed) -> None:
+        self.findings = message.findings
+        if message.error is None:
+            # The same list the replay would compute; FindingHit breakpoints read it.
+            self.replay.findings = message.findings
+        view = self.query_one(FindingsView)
+        view.findings = message.findings
+        view.note = message.error or "no findings: nothing serialised unexpectedly"
+        tabs = self.query_one(TabbedContent)
+        tabs.get_tab("findings-tab").label = f"Findings ({len(message.findings)})"
+
+    # --- state ---------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in _DEBUGGER_ACTIONS:
+            return True
+        if self.replay is None:
+            return False
+        if action == "future_event" and self.selected_future < 0:
+            return None
+        if action == "jump_mark" and self.mark is None:
+            return False
+        if action == "focus_pe" and self.replay.index.n_pes < 2:
+            return False
+        return True
+
+    def watch_selected_future(self) -> None:
+        self.refresh_bindings()
+
+    def move_to(self, position: int, status: str = "paused", focus_event: bool = False) -> None:
+        """Make ``position`` (events applied) the cursor and update every pane."""
+        self.replay.seek(position)
+        self._moved(status, focus_event)
+
+    def _moved(self, status: str, focus_event: bool = False) -> None:
+        """Show the replay's new position; ``focus_event`` also focuses the current event's PE
+        (a jump lands on another PE's event, as gdb switches to the thread that stopped)."""
+        replay = self.replay
+        self.position = replay.position
+        if focus_event and replay.position > 0:
+            pe = int(replay.index.columns.pe[replay.position - 1])
+            if 0 <= pe < replay.index.n_pes:
+                self.focused_pe = pe
+        future = queries.future_of_event(replay, replay.position - 1)
+        if future >= 0:
+            self.selected_future = future
+        if replay.position >= replay.n_events and status == "paused":
+            status = "at the end of the trace"
+            if replay.status != "ok":
+                status += f" ({replay.status})"
+        elif replay.position == 0 and status == "paused":
+            status = "at the start of the trace"
+        self.status = status
+
+    def _refuse(self, status: str) -> None:
+        self.status = status
+        self.bell()
+
+    # --- moving --------------------------------------------------------------------------
+
+    def action_step(self, n: int) -> None:
+        replay = self.replay
+        if (n > 0 and replay.position >= replay.n_events) or (n < 0 and replay.position == 0):
+            self._refuse("cannot step: at the " + ("end" if n > 0 else "start") + " of the trace")
+            return
+        replay.step(n)
+        self._moved("paused")
+
+    def action_next_call(self, direction: int) -> None:
+        calls = self._tl_calls[self.focused_pe] if self._tl_calls else np.empty(0, np.int64)
+        found = queries.next_event(calls, self.position, reverse=direction < 0)
+        if found is None:
+            which = "next" if direction > 0 else "previous"
+            self._refuse(f"no {which} tl call on PE {self.focused_pe}")
+            return
+        self.move_to(found + 1)
+
+    def action_continue(self, direction: int) -> None:
+        replay = self.replay
+        if not any(bp.enabled for bp in replay.breakpoints):
+            self._refuse("no breakpoints: w breaks on stalled waits, b on the source line")
+            return
+        hit = replay.continue_(reverse=direction < 0)
+        if hit is None:
+            self._moved(
+                "no more breakpoint hits: ran to the "
+                + ("end" if direction > 0 else "start")
+                + " of the trace"
+            )
+            return
+        self._moved(queries.stop_reason(replay, hit), focus_event=True)
+
+    def action_future_event(self, direction: int) -> None:
+        future = self.selected_future
+        if future < 0:
+            self._refuse("no future selected: pick one in the futures table")
+            return
+        events = np.array(self.replay.future_events(future), dtype=np.int64)
+        found = queries.next_event(events, self.position, reverse=direction < 0)
+        if found is None:
+            which = "later" if direction > 0 else "earlier"
+            self._refuse(f"future {future} has no {which} lifecycle event")
+            return
+        kind = Kind(int(self.replay.index.columns.kind[found]))
+        what = _LIFECYCLE.get(kind, kind.name.lower())
+        self.move_to(found + 1, f"future {future} {what} (event #{found})", focus_event=True)
+
+    def action_edge(self, direction: int) -> None:
+        self.move_to(0 if direction < 0 else self.replay.n_events)
+
+    def action_goto(self) -> None:
+        self.push_screen(
+            PromptScreen(":", hint="1234 = event #1234   t5000 = cycle 5000"), self._goto
+        )
+
+    def _goto(self, text: str | None) -> None:
+        if not text:
+            return
+        try:
+            what, value = queries.parse_goto(text)
+        except ValueError as e:
+            self._refuse(str(e))
+            return
+        replay = self.replay
+        if what == "cycle":
+            replay.seek_time(value)
+            self._moved(f"at cycle {value}")
+            return
+        if value >= replay.n_events:
+            self._refuse(f"no event #{value}: the trace has #0 to #{replay.n_events - 1}")
+            return
+        self.move_to(value + 1, f"at event #{value}", focus_event=True)
+
+    def action_search(self) -> None:
+        self.push_screen(
+            PromptScreen(
+                "/", self.last_search, hint="wait_begin  pe1  future 12  attention.py:86  t>5000"
+            ),
+            self._search,
+        )
+
+    def _search(self, text: str | None) -> None:
+        if not text:
+            return
+        self.last_search = text
+        try:
+            found = queries.search(self.replay, text, self.position)
+        except ValueError as e:
+            self._refuse(str(e))
+            return
+        if found is None:
+            self._refuse(f"no event matches {text!r}")
+            return
+        self.move_to(found + 1, f"found {text!r} at event #{found}", focus_event=True)
+
+    def action_mark(self) -> None:
+        self.mark = self.position
+        self.status = f"marked event #{self.position - 1}: ' comes back here"
+        self.refresh_bindings()
+
+    def action_jump_mark(self) -> None:
+        if self.mark is None:
+            self._refuse("no mark: m marks the current position")
+            return
+        target, self.mark = self.mark, self.position
+        self.move_to(target, "at the mark (' again goes back)")
+
+    def action_focus_pe(self, delta: int) -> None:
+        n = self.replay.index.n_pes
+        self.focused_pe = (self.focused_pe + delta) % n
+        self.status = f"focused PE {self.focused_pe}"
+
+    def action_zoom(self, direction: int) -> None:
+        self.query_one(Timeline).zoom(2.0 if direction > 0 else 0.5)
+
+    def action_pan(self, direction: int) -> None:
+        self.query_one(Timeline).pan(0.25 * direction)
+
+    def action_help(self) -> None:
+        keys = [
+            (self.get_key_display(Binding(key.key.split(",")[0], key.action)), key.long)
+            for key in KEYS
+        ]
+        keys.append(("tab", "Move the keyboard focus between panes (arrows scroll, Enter acts)"))
+        self.push_screen(HelpScreen(keys))
+
+    # --- breakpoints ---------------------------------------------------------------------
+
+    def action_toggle_stalled_wait(self) -> None:
+        bps = self.replay.breakpoints
+        bp = self.stalled_wait
+        if bp in bps and bp.enabled:
+            bp.enabled = False
+            self.status = "no longer breaking on stalled waits"
+        else:
+            bp.enabled = True
+            if bp not in bps:
+                bps.append(bp)
+            hits = len(bp.hits(self.replay))
+            self.status = f"breaking on stalled tl.wait ({hits} in this trace): c continues"
+        self._breakpoints_changed()
+
+    def action_toggle_line_breakpoint(self) -> None:
+        file, line = self.query_one(SourceView).cursor_line
+        self.toggle_line_breakpoint(file, line)
+
+    def toggle_line_breakpoint(self, file: str, line: int) -> None:
+        """Remove the breakpoints on ``file``:``line``, or add one if there was none."""
+        bps = self.replay.breakpoints
+        here = [
+            bp
+            for bp in bps
+            if isinstance(bp, SourceLine) and bp.line == line and bp.file in (None, file)
+        ]
+        where = f"{queries.short_loc_of(file, line)}"
+        if here:
+            for bp in here:
+                bps.remove(bp)
+            self.status = f"removed the breakpoint at {where}"
+        else:
+            bp = SourceLine(file=file, line=line)
+            bps.append(bp)
+            hits = len(bp.hits(self.replay))
+            self.status = (
+                f"breakpoint at {where} ({hits} tl calls there)"
+                if hits
+                else f"breakpoint at {where}: no tl call there, it will never stop"
+            )
+        self._breakpoints_changed()
+
+    def action_breakpoints(self) -> None:
+        self.push_screen(BreakpointDialog(self.replay), self._breakpoints_edited)
+
+    def _breakpoints_edited(self, changed: bool | None) -> None:
+        if changed:
+            self._breakpoints_changed()
+            self.status = "breakpoints changed"
+
+    def _breakpoints_changed(self) -> None:
+        self.breaks = queries.breakpoint_summary(self.replay)
+        self.breakpoint_generation += 1
+
+    # --- messages from the panes ---------------------------------------------------------
+
+    def on_cycle_clicked(self, message: CycleClicked) -> None:
+        self.replay.seek_time(message.cycle)
+        self._moved(f"at cycle {message.cycle}")
+
+    def on_seek_requested(self, message: SeekRequested) -> None:
+        self.move_to(message.event + 1, f"at event #{message.event}", focus_event=True)
+
+    def on_future_chosen(self, message: FutureChosen) -> None:
+        self.selected_future = message.future
+
+    def on_finding_chosen(self, message: FindingChosen) -> None:
+        self.jump_to_finding(message.finding)
+
+    def on_line_chosen(self, message: LineChosen) -> None:
+        self.toggle_line_breakpoint(message.file, message.line)
+
+    def jump_to_finding(self, finding: Finding) -> None:
+        """Go to the first event of ``finding``."""
+        if not finding.events:
+            self._refuse(f"{finding.rule} has no events to go to")
+            return
+        self.move_to(
+            finding.events[0] + 1,
+            f"{finding.rule} {finding.title}: {finding.message}",
+            focus_event=True,
+        )
+
+    # --- command palette -----------------------------------------------------------------
+
+    def palette_actions(self) -> list[tuple[str, str, str]]:
+        """(title, key, action) of every debugger key, for the command palette."""
+        return [
+            (key.long, self.get_key_display(Binding(key.key.split(",")[0], key.action)), key.action)
+            for key in KEYS
+            if key.action != "command_palette"
+            and (self.replay is not None or key.action.split("(")[0] not in _DEBUGGER_ACTIONS)
+        ]
+
+    def palette_findings(self) -> list[Finding]:
+        return list(self.findings or [])

@@ -1,0 +1,136 @@
+"""BreakpointDialog: list, add, remove, enable and disable breakpoints."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList
+from textual.widgets.option_list import Option
+
+from kbdebug.replay import Breakpoint, Replay
+from kbdebug.ui.bpspec import SYNTAX, parse_breakpoint
+
+
+class BreakpointDialog(ModalScreen[bool]):
+    """Edits ``replay.breakpoints`` in place; dismissed with whether anything changed."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Close"),
+        Binding("space", "toggle", "Enable/disable"),
+        Binding("d,delete", "remove", "Remove"),
+        Binding("a", "add", "Add"),
+    ]
+
+    DEFAULT_CSS = """
+    BreakpointDialog {
+        align: center middle;
+    }
+    BreakpointDialog > Vertical {
+        width: 100;
+        max-width: 100%;
+        height: auto;
+        max-height: 100%;
+        border: round $accent;
+        border-title-color: $accent;
+        background: $panel;
+        padding: 0 1;
+    }
+    BreakpointDialog OptionList {
+        height: auto;
+        max-height: 12;
+        min-height: 3;
+    }
+    BreakpointDialog Input {
+        margin: 1 0 0 0;
+    }
+    BreakpointDialog .hint {
+        color: $text-muted;
+    }
+    BreakpointDialog #error {
+        color: $error;
+    }
+    """
+
+    def __init__(self, replay: Replay) -> None:
+        super().__init__()
+        self.replay = replay
+        self.changed = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = "Breakpoints"
+            yield OptionList(*self._options())
+            yield Label("space enable/disable · d remove · a add · esc close", classes="hint")
+            yield Input(placeholder="add: wait >= 500 pe 0   line 86   future 12 ready")
+            yield Label(SYNTAX, classes="hint")
+            yield Label("", id="error")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if options.option_count:
+            options.highlighted = 0
+            options.focus()
+        else:
+            self.query_one(Input).focus()
+
+    def _options(self) -> list[Option]:
+        rows = []
+        for bp in self.replay.breakpoints:
+            hits = len(bp.hits(self.replay))
+            mark = "●" if bp.enabled else "○"
+            rows.append(Option(f"{mark} {bp.describe(self.replay)}  ({hits} hits)"))
+        return rows
+
+    def _refresh_list(self, highlight: int | None = None) -> None:
+        options = self.query_one(OptionList)
+        options.clear_options()
+        options.add_options(self._options())
+        if options.option_count:
+            options.highlighted = min(highlight or 0, options.option_count - 1)
+
+    def _highlighted(self) -> Breakpoint | None:
+        k = self.query_one(OptionList).highlighted
+        bps = self.replay.breakpoints
+        return bps[k] if k is not None and k < len(bps) else None
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_toggle()
+
+    def action_toggle(self) -> None:
+        bp = self._highlighted()
+        if bp is not None:
+            bp.enabled = not bp.enabled
+            self.changed = True
+            self._refresh_list(self.query_one(OptionList).highlighted)
+
+    def action_remove(self) -> None:
+        bp = self._highlighted()
+        if bp is not None:
+            k = self.replay.breakpoints.index(bp)
+            self.replay.breakpoints.remove(bp)
+            self.changed = True
+            self._refresh_list(max(k - 1, 0))
+
+    def action_add(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        error = self.query_one("#error", Label)
+        try:
+            bp = parse_breakpoint(event.value)
+        except ValueError as e:
+            error.update(str(e))
+            return
+        self.replay.breakpoints.append(bp)
+        self.changed = True
+        error.update("")
+        event.input.value = ""
+        self._refresh_list(len(self.replay.breakpoints) - 1)
+        self.query_one(OptionList).focus()
+
+    def action_close(self) -> None:
+        self.dismiss(self.changed)

@@ -1,0 +1,132 @@
+"""StatusHeader: the two lines at the top: where we are in the trace, and why we stopped."""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from kbdebug.replay import Replay
+from kbdebug.ui.queries import cycles
+
+
+class StatusHeader(Widget):
+    """File, cycle, event i of N, focused PE and its status; then the run state."""
+
+    COMPONENT_CLASSES = {
+        "status-header--title",
+        "status-header--value",
+        "status-header--stopped",
+        "status-header--error",
+    }
+
+    DEFAULT_CSS = """
+    StatusHeader {
+        height: 2;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+        background: $panel;
+        color: $text;
+    }
+    StatusHeader > .status-header--title {
+        color: $accent;
+        text-style: bold;
+    }
+    StatusHeader > .status-header--value {
+        text-style: bold;
+    }
+    StatusHeader > .status-header--stopped {
+        color: $warning;
+        text-style: bold;
+    }
+    StatusHeader > .status-header--error {
+        color: $error;
+        text-style: bold;
+    }
+    """
+
+    position = reactive(0)
+    """Events applied (the current event is ``position - 1``)."""
+
+    focused_pe = reactive(0)
+    """The PE whose source line and status are shown."""
+
+    status = reactive("paused")
+    """The run state: paused, stopped at a breakpoint (and which), or a problem."""
+
+    breaks = reactive("")
+    """A short summary of the enabled breakpoints."""
+
+    def __init__(self, replay: Replay, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.replay = replay
+
+    def render(self) -> Text:
+        width = max(self.size.width, 1)
+        text = self._where(width)
+        text.append("\n")
+        text.append_text(self._status(width))
+        return text
+
+    def _where(self, width: int) -> Text:
+        """File, cycle, event, PE and breakpoints, dropping the least useful parts to fit."""
+        replay = self.replay
+        state = replay.state
+        title = self.get_component_rich_style("status-header--title")
+        value = self.get_component_rich_style("status-header--value")
+        name = os.path.basename(replay.path) if replay.path else "trace"
+        current = self.position - 1
+        n = replay.n_events
+        pe = state.pes[self.focused_pe] if self.focused_pe < len(state.pes) else None
+        pe_text = f"PE {self.focused_pe}"
+        if replay.index.n_pes > 1:
+            pe_text += f"/{replay.index.n_pes}"
+        if pe is not None:
+            pe_text += f" {pe.status}"
+            if pe.future >= 0:
+                pe_text += f" on future {pe.future}"
+        long = [
+            (" kbdebug ", title),
+            (name, value),
+            ("  cycle ", None),
+            (f"{state.time:,}", value),
+            (f"/{cycles(replay.end_time)}", None),
+            ("  event ", None),
+            (f"#{current:,} of {n:,}" if current >= 0 else f"start (0 of {n:,})", value),
+            ("  ", None),
+            (pe_text, value),
+        ]
+        if self.breaks:
+            long += [("  break: ", None), (self.breaks, value)]
+        short = [
+            (" ", None),
+            (name, value),
+            (" t=", None),
+            (f"{state.time}", value),
+            (" #", None),
+            (f"{current}/{n}" if current >= 0 else f"-/{n}", value),
+            (" ", None),
+            (pe_text, value),
+        ]
+        for parts in (long, long[:9], short):
+            if sum(len(t) for t, _ in parts) <= width:
+                break
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for text, style in parts:
+            line.append(text, style)
+        line.truncate(width, overflow="ellipsis")
+        return line
+
+    def _status(self, width: int) -> Text:
+        status = self.status
+        if status.startswith("stopped"):
+            style = self.get_component_rich_style("status-header--stopped")
+        elif status.startswith(("no ", "cannot", "error", "not ")):
+            style = self.get_component_rich_style("status-header--error")
+        else:
+            style = self.get_component_rich_style("status-header--value")
+        line = Text(" " + status, style, no_wrap=True, overflow="ellipsis")
+        line.truncate(width, overflow="ellipsis")
+        return line

@@ -1,0 +1,299 @@
+"""Timeline lanes as sorted interval arrays, and what each screen column of a lane shows.
+
+Built once per trace from the public index; drawing a lane at any zoom is then a
+handful of ``searchsorted`` calls over the column edges, so the cost of a frame
+grows with the screen width, not with the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from emulator.trace.schema import Kind
+from kbdebug.replay import Replay
+
+#: Cell codes a lane can show in a column.
+IDLE, LIGHT, MEDIUM, HEAVY, FULL = range(5)
+#: Kernel lane cell codes.
+NOT_STARTED, RUNNING, STALLING, STALLED, ENDED, FAILED = range(10, 16)
+#: Scratch lane cell codes: LEVEL + eighths (0..8).
+LEVEL = 20
+
+_CHANNEL_ORDER = {"dma_read": 0, "dma_write": 1, "gemm": 2, "math": 3, "ipcq": 4}
+_SHORT = {"dma_read": "rd", "dma_write": "wr", "gemm": "gemm", "math": "math", "ipcq": "ipcq"}
+
+
+@dataclass
+class Intervals:
+    """Non-overlapping ``[start, end)`` cycle intervals sorted by start, with a running total."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    #: Command (or future) id of each interval.
+    ids: np.ndarray
+    #: Cycles covered by the intervals before each one.
+    before: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        order = np.argsort(self.starts, kind="stable")
+        self.starts = self.starts[order].astype(np.float64)
+        self.ends = np.maximum(self.ends[order].astype(np.float64), self.starts)
+        self.ids = self.ids[order]
+        lengths = self.ends - self.starts
+        self.before = np.concatenate(([0.0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def covered_until(self, t: np.ndarray) -> np.ndarray:
+        """Cycles covered by the intervals before each time in ``t``."""
+        if not len(self.starts):
+            return np.zeros(len(t))
+        k = np.searchsorted(self.starts, t, side="right") - 1
+        kc = np.maximum(k, 0)
+        partial = np.clip(t - self.starts[kc], 0.0, self.ends[kc] - self.starts[kc])
+        return np.where(k >= 0, self.before[kc] + partial, 0.0)
+
+    def fraction(self, edges: np.ndarray) -> np.ndarray:
+        """Covered fraction of each column between consecutive ``edges``."""
+        covered = self.covered_until(edges)
+        return np.diff(covered) / np.maximum(np.diff(edges), 1e-9)
+
+    def touching(self, edges: np.ndarray) -> np.ndarray:
+        """Whether any interval (even a zero-length one) falls in each column."""
+        if not len(self.starts):
+            return np.zeros(len(edges) - 1, dtype=bool)
+        started = np.searchsorted(self.starts, edges[1:], side="left")
+        ended = np.searchsorted(self.ends, edges[:-1], side="left")
+        # An interval ending before a column starts is not in it; ``ends`` sorted because
+        # the intervals do not overlap.
+        return started > ended
+
+
+def _shade(fraction: np.ndarray, touching: np.ndarray) -> np.ndarray:
+    codes = np.full(len(fraction), IDLE, dtype=np.int8)
+    codes[touching | (fraction > 0)] = LIGHT
+    codes[fraction >= 0.34] = MEDIUM
+    codes[fraction >= 0.67] = HEAVY
+    codes[fraction >= 0.999] = FULL
+    return codes
+
+
+@dataclass
+class Lane:
+    """One row of the timeline: what it is about and how to draw a range of cycles."""
+
+    pe: int
+    label: str
+    #: "kernel", a channel kind (dma_read, dma_write, gemm, math, ipcq) or "scratch".
+    kind: str
+    channel: int = -1
+
+    def cells(self, edges: np.ndarray) -> np.ndarray:
+        """A cell code per column between consecutive ``edges`` (cycles)."""
+        raise NotImplementedError
+
+
+@dataclass
+class ChannelLane(Lane):
+    """A channel held by one command at a time: grant to release."""
+
+    busy: Intervals | None = None
+
+    def cells(self, edges: np.ndarray) -> np.ndarray:
+        return _shade(self.busy.fraction(edges), self.busy.touching(edges))
+
+
+@dataclass
+class KernelLane(Lane):
+    """The kernel on a PE: not started, running, stalled in a tl.wait, ended."""
+
+    start: float = 0.0
+    end: float = 0.0
+    #: How the kernel ended: done, error, deadlocked or unknown (trace cut short).
+    outcome: str = "done"
+    stalls: Intervals | None = None
+
+    def cells(self, edges: np.ndarray) -> np.ndarray:
+        lo, hi = edges[:-1], edges[1:]
+        codes = np.full(len(lo), RUNNING, dtype=np.int8)
+        stalled = self.stalls.fraction(edges)
+        codes[self.stalls.touching(edges) | (stalled > 0)] = STALLING
+        codes[stalled >= 0.5] = STALLED
+        codes[hi <= self.start] = NOT_STARTED
+        after = lo >= self.end
+        codes[after] = FAILED if self.outcome in ("error", "deadlocked") else ENDED
+        return codes
+
+
+@dataclass
+class ScratchLane(Lane):
+    """Scratch bytes in use on a PE: the highest level in each column."""
+
+    times: np.ndarray | None = None
+    levels: np.ndarray | None = None
+    capacity: int = 1
+
+    def cells(self, edges: np.ndarray) -> np.ndarray:
+        n = len(edges) - 1
+        times, levels = self.times, self.levels
+        if not len(times):
+            return np.full(n, LEVEL, dtype=np.int8)
+        lo = np.searchsorted(times, edges[:-1], side="left")
+        hi = np.searchsorted(times, edges[1:], side="left")
+        entering = np.where(lo > 0, levels[np.maximum(lo - 1, 0)], 0)
+        peak = entering.copy()
+        inside = hi > lo
+        if inside.any():
+            # Columns are contiguous, so each non-empty column's events run up to the next
+            # non-empty column's first event.
+            peak[inside] = np.maximum(
+                entering[inside], np.maximum.reduceat(levels[: hi[-1]], lo[inside])
+            )
+        eighths = np.ceil(8 * peak / max(self.capacity, 1)).clip(0, 8).astype(np.int8)
+        return LEVEL + eighths
+
+
+@dataclass
+class TimelineData:
+    """Every lane of a trace, and each future's span, ready for drawing."""
+
+    lanes: list[Lane]
+    end_time: int
+
+    def lanes_of(self, pe: int) -> list[int]:
+        """Row numbers of the lanes of ``pe``."""
+        return [i for i, lane in enumerate(self.lanes) if lane.pe == pe]
+
+
+def channel_label(channel: dict) -> str:
+    """A short lane name for a channel table entry: rd0, wr0, gemm, math, ipcq.left."""
+    kind, name = str(channel["kind"]), str(channel["name"])
+    if kind == "ipcq":
+        return "ipcq" + name[name.rfind(".") :] if "." in name else "ipcq"
+    if kind in ("gemm", "math") and int(channel["index"]) == 0:
+        return _SHORT[kind]
+    return f"{_SHORT.get(kind, kind)}{channel['index']}"
+
+
+def build_timeline(replay: Replay) -> TimelineData:
+    """The lanes of every PE: kernel, each used channel, scratch."""
+    index = replay.index
+    c, k, f = index.columns, index.commands, index.futures
+    end_time = max(replay.end_time, int(c.time[-1]) if index.n_events else 0)
+    time = c.time
+    lanes: list[Lane] = []
+
+    ends_by_pe = _kernel_ends(replay)
+    # Stalled waits, and waits that never ended (deadlock, trace cut short).
+    stalled = np.flatnonzero((f.wait_begin >= 0) & ((f.stall > 0) | (f.wait_end < 0)))
+    stalled_pe = c.pe[f.wait_begin[stalled]]
+    for pe in range(index.n_pes):
+        width = len(f"PE{pe}")
+        start, end, outcome = ends_by_pe.get(pe, (float(end_time), float(end_time), "done"))
+        mine = stalled[stalled_pe == pe]
+        begin_t = time[f.wait_begin[mine]]
+        end_ev = f.wait_end[mine]
+        end_t = np.where(end_ev >= 0, time[np.maximum(end_ev, 0)], end_time)
+        lanes.append(
+            KernelLane(
+                pe,
+                f"PE{pe} kernel",
+                "kernel",
+                start=start,
+                end=end,
+                outcome=outcome,
+                stalls=Intervals(begin_t, end_t, mine),
+            )
+        )
+        channels = [ch for ch in index.channels if int(ch["pe"]) == pe]
+        channels.sort(key=lambda ch: (_CHANNEL_ORDER.get(str(ch["kind"]), 9), int(ch["index"])))
+        for ch in channels:
+            cid = int(ch["id"])
+            cmds = index.channel_cmds[cid] if cid < len(index.channel_cmds) else np.empty(0, int)
+            granted = cmds[k.grant[cmds] >= 0]
+            if not len(granted):
+                continue
+            grant_t = time[k.grant[granted]]
+            rel = k.release[granted]
+            rel_t = np.where(rel >= 0, time[np.maximum(rel, 0)], end_time)
+            lanes.append(
+                ChannelLane(
+                    pe,
+                    f"{'':<{width}} {channel_label(ch)}",
+                    str(ch["kind"]),
+                    cid,
+                    busy=Intervals(grant_t, rel_t, granted),
+                )
+            )
+        events = index.pe_scratch_events[pe] if pe < len(index.pe_scratch_events) else []
+        events = np.asarray(events, dtype=np.int64)
+        levels = c.val[events]
+        lanes.append(
+            ScratchLane(
+                pe,
+                f"{'':<{width}} scratch",
+                "scratch",
+                times=time[events].astype(np.float64),
+                levels=levels,
+                # The peak, not the capacity: a lane that never rises above its first
+                # eighth says nothing.
+                capacity=int(levels.max(initial=1)),
+            )
+        )
+    return TimelineData(lanes, end_time)
+
+
+def _kernel_ends(replay: Replay) -> dict[int, tuple[float, float, str]]:
+    """Per PE: when its kernel started and ended, and how it ended."""
+    index = replay.index
+    c = index.columns
+    outcome_of = {
+        Kind.KERNEL_END: "done",
+        Kind.KERNEL_ERROR: "error",
+        Kind.DEADLOCK: "deadlocked",
+    }
+    out: dict[int, tuple[float, float, str]] = {}
+    end_time = float(replay.end_time)
+    for pe, events in enumerate(index.pe_status_events):
+        if not len(events):
+            continue
+        kinds = c.kind[events]
+        starts = events[kinds == Kind.KERNEL_START]
+        start = float(c.time[starts[0]]) if len(starts) else 0.0
+        end, outcome = end_time, "unknown"
+        for kind, name in outcome_of.items():
+            hits = events[kinds == kind]
+            if len(hits):
+                end, outcome = float(c.time[hits[0]]), name
+                break
+        out[pe] = (start, end, outcome)
+    return out
+
+
+def future_span(replay: Replay, future: int) -> tuple[int, int, int, int, int, int] | None:
+    """``(pe, issue, resolve, grant, release, channel)`` of ``future``: cycles, -1 where absent."""
+    index = replay.index
+    f, k, time = index.futures, index.commands, index.columns.time
+    if not 0 <= future < len(f.cmd) or f.cmd[future] < 0:
+        return None
+    cmd = int(f.cmd[future])
+
+    def at(event: int) -> int:
+        return int(time[event]) if event >= 0 else -1
+
+    issue = at(int(k.issue[cmd]))
+    resolve = max(at(int(f.wait_end[future])), at(int(k.complete[cmd])))
+    if resolve < 0:
+        resolve = replay.end_time
+    return (
+        int(k.pe[cmd]),
+        issue,
+        resolve,
+        at(int(k.grant[cmd])),
+        # A transfer granted but never released held its channel to the end.
+        replay.end_time if k.grant[cmd] >= 0 and k.release[cmd] < 0 else at(int(k.release[cmd])),
+        int(k.channel[cmd]),
+    )

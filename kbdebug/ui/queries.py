@@ -1,0 +1,286 @@
+"""Questions the screen asks of a trace, answered from the public Replay and index API.
+
+Pure functions, no Textual: tl calls per PE, stall cycles per source line, the
+future an event is about, event search, ``:`` targets, the banner of a trace
+that did not end well, and compact number formats.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from emulator.trace.schema import Kind, SourceLoc
+from kbdebug.replay import Hit, Replay, SourceLine, StalledWait
+
+NONE = -1
+
+
+def tl_calls_by_pe(replay: Replay) -> list[np.ndarray]:
+    """Per PE: sorted indices of its tl calls (ISSUE and WAIT_BEGIN events)."""
+    c = replay.index.columns
+    calls = np.flatnonzero((c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN))
+    pes = c.pe[calls]
+    return [calls[pes == pe] for pe in range(replay.index.n_pes)]
+
+
+def next_event(events: np.ndarray, position: int, reverse: bool = False) -> int | None:
+    """The first of the sorted ``events`` after the current event (``position - 1``),
+    or the last one before it when ``reverse``; None if there is none."""
+    current = position - 1
+    if reverse:
+        k = int(np.searchsorted(events, current, side="left"))
+        return int(events[k - 1]) if k else None
+    k = int(np.searchsorted(events, current, side="right"))
+    return int(events[k]) if k < len(events) else None
+
+
+def future_of_event(replay: Replay, i: int) -> int:
+    """The future event ``i`` is about (its own, or its command's), else -1."""
+    if not 0 <= i < replay.n_events:
+        return NONE
+    c, k = replay.index.columns, replay.index.commands
+    fut = int(c.fut[i])
+    if fut >= 0:
+        return fut
+    cmd = int(c.cmd[i])
+    if 0 <= cmd < len(k.future):
+        return int(k.future[cmd])
+    return NONE
+
+
+def stall_by_line(replay: Replay) -> dict[int, dict[tuple[str, int], int]]:
+    """Per PE: total stalled cycles of the tl.waits at each (file, line)."""
+    index = replay.index
+    f, c = index.futures, index.columns
+    out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
+    waited = np.flatnonzero((f.wait_begin >= 0) & (f.stall > 0) & (f.wait_loc >= 0))
+    if not len(waited):
+        return out
+    pes = c.pe[f.wait_begin[waited]]
+    locs = f.wait_loc[waited]
+    keys = pes.astype(np.int64) * (len(index.locs) + 1) + locs
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    totals = np.bincount(inverse, weights=f.stall[waited].astype(np.float64))
+    for key, total in zip(uniq, totals, strict=True):
+        pe, loc_id = divmod(int(key), len(index.locs) + 1)
+        loc = index.locs[loc_id]
+        line = out[pe]
+        line[(loc.file, loc.line)] = line.get((loc.file, loc.line), 0) + int(total)
+    return out
+
+
+def parse_goto(text: str) -> tuple[str, int]:
+    """``:`` input as ``("event", n)`` (``1234``, ``#1234``) or ``("cycle", t)`` (``t5000``).
+
+    Raises ValueError naming what was wrong.
+    """
+    text = text.strip().lstrip(":").strip().replace("_", "").replace(",", "")
+    match = re.fullmatch(r"(#|e)?(\d+)|(t|@)(\d+)", text, flags=re.IGNORECASE)
+    if not match:
+        raise ValueError(f"cannot go to {text!r}: give an event number (1234) or a cycle (t5000)")
+    if match.group(2) is not None:
+        return "event", int(match.group(2))
+    return "cycle", int(match.group(4))
+
+
+_KINDS = {kind.name.lower(): kind for kind in Kind}
+
+
+def event_matches(replay: Replay, query: str) -> np.ndarray:
+    """A boolean mask over all events of those matching every word of ``query``.
+
+    Words: an event kind (``wait_begin``), ``pe2``, ``future 12`` / ``f12``,
+    ``cmd 7``, ``file.py:86`` or ``:86``, ``t>5000``; any other word matches
+    events whose op, name, category or message contains it.
+    Raises ValueError for an empty query.
+    """
+    index = replay.index
+    c = index.columns
+    words = query.lower().split()
+    if not words:
+        raise ValueError("empty search")
+    mask = np.ones(index.n_events, dtype=bool)
+    k = index.commands
+    i = 0
+    while i < len(words):
+        word = words[i]
+        number = words[i + 1] if i + 1 < len(words) and words[i + 1].isdigit() else None
+        if word in _KINDS:
+            mask &= c.kind == int(_KINDS[word])
+        elif m := re.fullmatch(r"pe(\d+)", word):
+            mask &= c.pe == int(m.group(1))
+        elif word in ("pe", "future", "cmd") and number is not None:
+            mask &= _id_mask(replay, word, int(number))
+            i += 1
+        elif m := re.fullmatch(r"(f|cmd)(\d+)", word):
+            mask &= _id_mask(replay, "future" if m.group(1) == "f" else "cmd", int(m.group(2)))
+        elif m := re.fullmatch(r"([^:\s]*):(\d+)", word):
+            wanted = np.array(
+                [
+                    loc.line == int(m.group(2)) and loc.file.lower().endswith(m.group(1))
+                    for loc in index.locs
+                ]
+                + [False]
+            )
+            loc_of = c.loc.copy()
+            issues = (c.kind == Kind.ISSUE) & (c.cmd >= 0)
+            loc_of[issues] = k.loc[c.cmd[issues]]
+            mask &= wanted[np.where(loc_of >= 0, loc_of, len(index.locs))]
+        elif m := re.fullmatch(r"t([<>]=?)(\d+)", word):
+            op, t = m.group(1), int(m.group(2))
+            mask &= {
+                "<": c.time < t,
+                "<=": c.time <= t,
+                ">": c.time > t,
+                ">=": c.time >= t,
+            }[op]
+        else:
+            ids = [n for n, s in enumerate(index.strings) if word in s.lower()]
+            if not ids:
+                mask[:] = False
+            else:
+                strings = np.array(ids)
+                mask &= np.isin(c.op, strings) | ((c.kind == Kind.OP_LOG) & np.isin(c.aux, strings))
+        i += 1
+    return mask
+
+
+def _id_mask(replay: Replay, what: str, value: int) -> np.ndarray:
+    c, k = replay.index.columns, replay.index.commands
+    if what == "pe":
+        return c.pe == value
+    if what == "cmd":
+        return c.cmd == value
+    fut_of_cmd = np.where(c.cmd >= 0, 0, NONE)
+    if len(k.future):
+        inside = (c.cmd >= 0) & (c.cmd < len(k.future))
+        fut_of_cmd = np.where(inside, k.future[np.where(inside, c.cmd, 0)], NONE)
+    return (c.fut == value) | (fut_of_cmd == value)
+
+
+def search(replay: Replay, query: str, position: int, reverse: bool = False) -> int | None:
+    """The next event matching ``query`` after the current one (wrapping), or None."""
+    hits = np.flatnonzero(event_matches(replay, query))
+    if not len(hits):
+        return None
+    found = next_event(hits, position, reverse)
+    if found is None:
+        found = int(hits[-1] if reverse else hits[0])
+    return found
+
+
+def deadlock_summary(replay: Replay) -> str | None:
+    """What the DEADLOCK events say: who waits on which future where."""
+    c = replay.index.columns
+    events = np.flatnonzero(c.kind == Kind.DEADLOCK)
+    if not len(events):
+        return None
+    parts = []
+    for i in events[:4]:
+        loc = replay.index.loc(int(c.loc[i]))
+        where = f" at {short_loc(loc)}" if loc is not None else ""
+        parts.append(f"PE {int(c.pe[i])} waits on future {int(c.fut[i])}{where}")
+    more = f" (+{len(events) - 4} more)" if len(events) > 4 else ""
+    cycle = int(c.time[events[0]])
+    return f"deadlock at cycle {cycle}, " + "; ".join(parts) + more
+
+
+def banner(replay: Replay) -> str | None:
+    """One line for a trace that did not end well (truncated, error, deadlock), else None."""
+    status = replay.status
+    footer = replay.index.footer or {}
+    if status == "ok":
+        return None
+    if status == "truncated":
+        last = int(replay.index.columns.time[-1]) if replay.n_events else 0
+        return (
+            f"truncated trace: the run's footer is missing; {replay.n_events} events "
+            f"up to cycle {last} (the writer was killed or never finished)"
+        )
+    if status == "deadlock":
+        summary = deadlock_summary(replay)
+        return summary or str(footer.get("error") or "deadlock")
+    error = str(footer.get("error") or status)
+    loc = footer.get("error_loc")
+    if isinstance(loc, SourceLoc) and str(loc) not in error:
+        error += f" at {short_loc(loc)}"
+    return f"{status}: {error}"
+
+
+def short_loc(loc: SourceLoc | None) -> str:
+    """``attention.py:86`` for a SourceLoc (the file's base name)."""
+    if loc is None:
+        return "?"
+    return f"{loc.file.rsplit('/', 1)[-1]}:{loc.line}"
+
+
+def cycles(n: int, width: int = 6) -> str:
+    """A cycle count in at most ``width`` characters when it can: 842, 26944, 27k, 1.17M."""
+    text = str(int(n))
+    if len(text) <= width:
+        return text
+    for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")):
+        value = n / scale
+        if abs(value) < 999.5:
+            for digits in (3, 2):
+                short = f"{value:.{digits}g}{suffix}"
+                if len(short) <= width and "e" not in short:
+                    return short
+            return f"{value:.0f}{suffix}"
+    return text
+
+
+def short_loc_of(file: str, line: int) -> str:
+    return f"{file.rsplit('/', 1)[-1]}:{line}"
+
+
+def stop_reason(replay: Replay, hit: Hit) -> str:
+    """Why ``continue_`` stopped at ``hit``: which breakpoint, which future, where."""
+    index = replay.index
+    c = index.columns
+    i = hit.index
+    bp = hit.breakpoint
+    pe = int(c.pe[i])
+    loc = index.loc(int(c.loc[i]))
+    where = f" at {short_loc(loc)}" if loc is not None else ""
+    if isinstance(bp, StalledWait) and Kind(int(c.kind[i])) == Kind.WAIT_BEGIN:
+        future = int(c.fut[i])
+        stall = int(index.futures.stall[future]) if 0 <= future < len(index.futures.stall) else 0
+        return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} waits {stall} cycles"
+    text = replay.describe(i).split(" ", 3)[-1]
+    text = text.rsplit(" at ", 1)[0] if loc is not None else text
+    return f"stopped at {bp.describe(replay)}{where}: PE {pe} {text}"
+
+
+def breakpoint_summary(replay: Replay) -> str:
+    """The enabled breakpoints in a few words: ``stalled waits, attention.py:86``."""
+    parts = []
+    for bp in replay.breakpoints:
+        if not bp.enabled:
+            continue
+        if isinstance(bp, StalledWait) and bp.pe is None and bp.line is None:
+            parts.append("stalled waits" if bp.min_stall <= 1 else f"waits >= {bp.min_stall}")
+        elif isinstance(bp, SourceLine):
+            parts.append(short_loc_of(bp.file or "*", bp.line))
+        else:
+            parts.append(bp.describe(replay))
+    if len(parts) > 3:
+        return f"{parts[0]}, {parts[1]} and {len(parts) - 2} more"
+    return ", ".join(parts)
+
+
+def one_line(error: BaseException, path: str) -> str:
+    """An open error as one line naming the file."""
+    if isinstance(error, FileNotFoundError):
+        return f"{path}: no such file"
+    if isinstance(error, IsADirectoryError):
+        return f"{path}: is a directory, not a trace"
+    if isinstance(error, PermissionError):
+        return f"{path}: permission denied"
+    if isinstance(error, OSError):
+        return f"{path}: {error.strerror or error}"
+    text = " ".join(str(error).split())
+    return text if path in text else f"{path}: {text}"

@@ -1,0 +1,166 @@
+"""SourceView: the embedded kernel source, the focused PE's line, breakpoints, stall cycles."""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.reactive import reactive
+
+from kbdebug.replay import Replay, SourceLine
+from kbdebug.ui.messages import LineChosen
+from kbdebug.ui.queries import cycles, stall_by_line
+from kbdebug.ui.rowview import RowView
+
+
+class SourceView(RowView):
+    """One source file of the trace; the focused PE's current line marked with ▶."""
+
+    COMPONENT_CLASSES = {
+        "source-view--current",
+        "source-view--breakpoint",
+        "source-view--stall",
+        "source-view--gutter",
+    }
+
+    DEFAULT_CSS = """
+    SourceView > .source-view--current {
+        background: $warning 25%;
+    }
+    SourceView > .source-view--breakpoint {
+        color: $error;
+        text-style: bold;
+    }
+    SourceView > .source-view--stall {
+        color: $error-lighten-1;
+    }
+    SourceView > .source-view--gutter {
+        color: $text-muted;
+    }
+    """
+
+    position = reactive(0)
+    """Events applied: the focused PE's current line is its latest tl call."""
+
+    focused_pe = reactive(0)
+    """The PE whose line is marked and whose stall cycles fill the gutter."""
+
+    breakpoint_generation = reactive(0)
+    """Bumped by the app whenever breakpoints change, to redraw the marks."""
+
+    file = reactive("")
+    """The source file shown (a key of the trace's embedded sources)."""
+
+    def __init__(self, replay: Replay, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.replay = replay
+        self._stalls = stall_by_line(replay)
+        self._lines: dict[str, list[Text]] = {}
+        self._segments: dict[tuple[str, int], list[Segment]] = {}
+        self.set_reactive(SourceView.file, next(iter(replay.index.sources), ""))
+
+    # --- what is shown -------------------------------------------------------------------
+
+    @property
+    def current_line(self) -> tuple[str, int] | None:
+        """(file, line) of the focused PE's latest tl call, None before its first."""
+        pes = self.replay.state.pes
+        if not 0 <= self.focused_pe < len(pes):
+            return None
+        loc = self.replay.index.loc(pes[self.focused_pe].loc)
+        return None if loc is None else (loc.file, loc.line)
+
+    @property
+    def cursor_line(self) -> tuple[str, int]:
+        """(file, line) under the cursor: where ``b`` toggles a breakpoint."""
+        return self.file, self.cursor + 1
+
+    def lines(self, file: str) -> list[Text]:
+        text = self._lines.get(file)
+        if text is None:
+            code = self.replay.index.sources.get(file)
+            if code is None:
+                text = [Text(f"(the source of {file} is not embedded in this trace)")]
+            else:
+                highlighted = Syntax(code, "python", theme="ansi_dark").highlight(code)
+                text = highlighted.split("\n", allow_blank=True)
+            self._lines[file] = text
+        return text
+
+    def row_count(self) -> int:
+        return len(self.lines(self.file)) if self.file else 0
+
+    def follow(self) -> None:
+        """Show the focused PE's current line's file with the cursor on that line."""
+        here = self.current_line
+        if here is None:
+            return
+        file, line = here
+        if file in self.replay.index.sources or not self.replay.index.sources:
+            self.file = file
+        self.cursor = line - 1
+        self.show_row(self.cursor)
+
+    def watch_position(self) -> None:
+        self.follow()
+        self.refresh()
+
+    def watch_focused_pe(self) -> None:
+        self.follow()
+        self.refresh()
+
+    def watch_breakpoint_generation(self) -> None:
+        self.refresh()
+
+    def watch_file(self) -> None:
+        self.border_title = self.file
+        self.refresh()
+
+    def on_mount(self) -> None:
+        self.border_title = self.file
+        self.follow()
+
+    def chosen(self, row: int) -> None:
+        self.post_message(LineChosen(self.file, row + 1))
+
+    # --- drawing -------------------------------------------------------------------------
+
+    def _breakpoint_lines(self) -> dict[int, bool]:
+        """Line -> enabled, for the source-line breakpoints on this file."""
+        marks: dict[int, bool] = {}
+        for bp in self.replay.breakpoints:
+            if isinstance(bp, SourceLine) and (
+                bp.file is None or self.file == bp.file or self.file.endswith("/" + bp.file)
+            ):
+                marks[bp.line] = marks.get(bp.line, False) or bp.enabled
+        return marks
+
+    def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
+        line = row + 1
+        here = self.current_line
+        is_current = here is not None and here == (self.file, line)
+        if is_current:
+            base = base + self.get_component_rich_style("source-view--current")
+        marks = self._breakpoint_lines()
+        mark = {True: "●", False: "○"}.get(marks.get(line), " ") if line in marks else " "
+        stall = self._stalls.get(self.focused_pe, {}).get((self.file, line), 0)
+        gutter = base + self.get_component_rich_style("source-view--gutter")
+        digits = len(str(self.row_count()))
+        segments = [
+            Segment(f"{line:>{digits}} ", gutter),
+            Segment(mark, base + self.get_component_rich_style("source-view--breakpoint")),
+            Segment("▶" if is_current else " ", base + Style(bold=True)),
+            Segment(
+                f"{cycles(stall, 5) if stall else '':>5}",
+                base + self.get_component_rich_style("source-view--stall"),
+            ),
+            Segment("│ ", gutter),
+        ]
+        key = (self.file, row)
+        code = self._segments.get(key)
+        if code is None:
+            text = self.lines(self.file)[row]
+            code = self._segments[key] = list(text.render(self.app.console))
+        segments += [Segment(s.text, base + s.style if s.style else base) for s in code]
+        return segments
