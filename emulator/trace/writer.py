@@ -1,0 +1,384 @@
+"""TraceWriter: the Recorder that streams a run into a .kbt file (layout in traces/FORMAT.md)."""
+
+from __future__ import annotations
+
+import io
+import operator
+import os
+from typing import IO, Any
+
+import msgpack
+
+from emulator.trace import wire
+from emulator.trace.schema import FIELDS, STATUSES, Kind, SourceLoc
+
+# Per kind: (its code as a plain int, number of fields, whether any field is interned,
+# positions of its str fields, positions of its loc fields).
+_SPECS: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {
+    kind: (
+        int(kind),
+        len(fields),
+        any(tag in ("str", "loc") for _, tag in fields),
+        tuple(i for i, (_, tag) in enumerate(fields) if tag == "str"),
+        tuple(i for i, (_, tag) in enumerate(fields) if tag == "loc"),
+    )
+    for kind, fields in FIELDS.items()
+}
+
+
+def _pack_default(obj: Any) -> int:
+    """Lets integer-like values (numpy integers) through msgpack as plain ints."""
+    try:
+        return operator.index(obj)
+    except TypeError:
+        raise TypeError(f"cannot write a {type(obj).__name__} ({obj!r}) to a trace") from None
+
+
+def _canonical(value: Any, where: str) -> Any:
+    """``value`` with every map's keys sorted, so equal headers pack to equal bytes."""
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError(f"{where} has a non-string key {key!r}")
+        return {key: _canonical(value[key], f"{where}.{key}") for key in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [_canonical(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    return value
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes (on a character boundary)."""
+    if len(text) * 4 <= limit:
+        return text
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+class TraceWriter:
+    """Writes header, sources, events and footer of one run as a .kbt stream.
+
+    ``target`` is a path (the file is created, and closed by ``end``/``close``) or a
+    binary file object (flushed but left open). Records are collected and packed
+    in batches into a buffer that is written out whenever it holds ``flush_bytes``
+    bytes or more, so a process killed mid-run leaves a trace readable up to the
+    last write, at most about ``flush_bytes`` behind. The same calls always
+    produce the same bytes.
+
+    ``emit`` checks the kind, the field count and that time does not go back
+    (raising ValueError); field types are checked by the reader, so emulator
+    tests should read back what they write.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | IO[bytes],
+        *,
+        producer: str = "kbdebug 0.1.0",
+        flush_bytes: int = 65536,
+    ) -> None:
+        if not isinstance(producer, str):
+            raise TypeError('"producer" must be a str')
+        if not isinstance(flush_bytes, int) or flush_bytes < 0:
+            raise ValueError('"flush_bytes" must be an int >= 0')
+        if isinstance(target, str | os.PathLike):
+            self._file: IO[bytes] = open(target, "wb", buffering=0)
+            self._owns_file = True
+        elif isinstance(target, io.TextIOBase) or not hasattr(target, "write"):
+            raise TypeError('"target" must be a path or a binary file object')
+        else:
+            self._file = target
+            self._owns_file = False
+        self.producer = producer
+        self.flush_bytes = flush_bytes
+        # Records wait in _pending and are packed together (one C call per batch is
+        # cheaper than one per record; batches of at most 256 keep the pending tuples
+        # in cache), then wait in _buf for a write.
+        self._pending: list[Any] = []
+        self._batch = min(max(flush_bytes // 16, 1), 256)
+        self._packed = 0  # records moved from _pending to _buf
+        self._not_events = 0  # header, definition and footer records among them
+        self._buf = bytearray()
+        self._pack = msgpack.Packer(default=_pack_default).pack
+        self._time = 0
+        self._strings: dict[str, int] = {}
+        self._locs: dict[SourceLoc | None, int] = {None: -1}
+        self._sources: dict[str, str] = {}
+        self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
+        self._open = False  # True between begin and end: the only time emit is allowed
+
+    # Recorder protocol
+
+    def begin(self, header: dict[str, Any]) -> None:
+        """Write the header: format, version, producer, then ``header``'s keys.
+
+        Raises ValueError if called twice or ``header`` lacks a run key or uses
+        one of the writer's own keys, TypeError if a value cannot be written.
+        """
+        if self._state != "new":
+            raise ValueError(f"begin() called on a writer that is already {self._state}")
+        missing = [key for key in wire.RUN_HEADER_KEYS if key not in header]
+        if missing:
+            raise ValueError(f"header lacks {', '.join(map(repr, missing))}")
+        taken = [key for key in wire.OWN_HEADER_KEYS if key in header]
+        if taken:
+            raise ValueError(f"header keys {', '.join(map(repr, taken))} belong to the writer")
+        record = {
+            "format": wire.FORMAT_NAME,
+            "version": list(wire.FORMAT_VERSION),
+            "producer": self.producer,
+        }
+        record.update(_canonical(header, "header"))
+        self._write_record(record)
+        self._state = "open"
+        self._open = True
+        self.flush()
+
+    def add_source(self, file: str, text: str) -> None:
+        """Embed ``text``, the source of the project-relative ``file``.
+
+        A second call for the same file with the same text is ignored; with another
+        text it raises ValueError, as does a text over ``MAX_SOURCE_BYTES``.
+        """
+        self._check_open("add_source")
+        if not isinstance(file, str) or not isinstance(text, str):
+            raise TypeError("add_source() takes a str file and a str text")
+        known = self._sources.get(file)
+        if known is not None:
+            if known != text:
+                raise ValueError(f"source of {file!r} added twice with different texts")
+            return
+        if len(text.encode("utf-8")) > wire.MAX_SOURCE_BYTES:
+            raise ValueError(f"source of {file!r} exceeds {wire.MAX_SOURCE_BYTES} bytes")
+        self._sources[file] = text
+        self._write_record((wire.EMBED_SOURCE, _fit(file, wire.MAX_STRING_BYTES), text))
+
+    def emit(self, kind: Kind, time: int, pe: int, *fields: Any) -> None:
+        """Write one event; its fields are those of ``schema.FIELDS[kind]``, in order.
+
+        Raises ValueError for an unknown kind, a wrong number of fields, a time
+        before the previous event's or a writer not between begin and end.
+        """
+        spec = _SPECS.get(kind)
+        last = self._time
+        if (
+            spec is None
+            or type(time) is not int
+            or time < last
+            or len(fields) != spec[1]
+            or not self._open
+        ):
+            raise self._rejected(kind, time, fields)
+        if spec[2]:
+            fields = self._intern(fields, spec[3], spec[4])
+        # The code as a plain int, not the Kind member: a tuple of plain values is
+        # dropped from the cyclic collector's watch at its first pass, so thousands of
+        # pending events do not make the collector scan the emulator's whole heap.
+        pending = self._pending
+        pending.append((spec[0], time - last, pe, *fields))
+        self._time = time
+        if len(pending) >= self._batch:
+            self._pack_pending()
+
+    def end(self, footer: dict[str, Any]) -> None:
+        """Write the footer (``footer`` plus the event count), flush, and close an owned file.
+
+        ``footer`` has "status" (one of ``schema.STATUSES``), "end_time" (an int, not
+        before the last event), "error" (str or None) and "error_loc" (SourceLoc or
+        None). Raises ValueError or TypeError if it does not.
+        """
+        self._check_open("end")
+        unknown = sorted(set(footer) - set(wire.FOOTER_KEYS))
+        if unknown:
+            raise ValueError(f"footer has unknown keys {unknown}")
+        status = footer.get("status")
+        if status not in STATUSES:
+            raise ValueError(f"footer status {status!r} is not one of {STATUSES}")
+        end_time = footer.get("end_time")
+        if type(end_time) is not int or end_time < self._time:
+            raise ValueError(
+                f"footer end_time {end_time!r} must be an int >= the last event time {self._time}"
+            )
+        error = footer.get("error")
+        if error is not None and not isinstance(error, str):
+            raise TypeError(f"footer error must be a str or None, not {type(error).__name__}")
+        error_loc = footer.get("error_loc")
+        if error_loc is not None:
+            error_loc = list(self._checked_loc(error_loc))
+        self._write_record(
+            {
+                "status": status,
+                "events": self.events,
+                "end_time": end_time,
+                "error": None if error is None else _fit(error, wire.MAX_STRING_BYTES),
+                "error_loc": error_loc,
+            }
+        )
+        self._open = False
+        self._state = "ended"
+        self.close()
+
+    @property
+    def events(self) -> int:
+        """Event records emitted so far (what the footer's "events" will say)."""
+        return self._packed + len(self._pending) - self._not_events
+
+    # File handling
+
+    def flush(self) -> None:
+        """Write every record so far to the file and flush it."""
+        self._pack_pending(write=False)
+        if self._buf:
+            view = memoryview(self._buf)
+            try:
+                while view:
+                    written = self._file.write(view)
+                    view = view[len(view) if written is None else written :]
+            finally:
+                view.release()
+            self._buf.clear()
+        flush = getattr(self._file, "flush", None)
+        if flush is not None:
+            flush()
+
+    def close(self) -> None:
+        """Flush and, if the writer opened the file, close it. Without ``end`` the trace
+        has no footer and reads back as truncated. Closing twice does nothing."""
+        if self._state == "closed":
+            return
+        self._open = False
+        self._state = "closed"
+        self.flush()
+        if self._owns_file:
+            self._file.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # Internals
+
+    def _write_record(self, record: Any) -> None:
+        """Queue a record that is not an event (header, definition, footer)."""
+        self._not_events += 1
+        self._pending.append(record)
+        if len(self._pending) >= self._batch:
+            self._pack_pending()
+
+    def _pack_pending(self, *, write: bool = True) -> None:
+        """Pack the queued records into the buffer; write it out if it is full."""
+        pending = self._pending
+        if pending:
+            # A msgpack array is its header followed by its items' encodings, so
+            # dropping the header leaves the records back to back.
+            try:
+                packed = self._pack(pending)
+            except (TypeError, ValueError, OverflowError):
+                raise self._unpackable() from None
+            header = 1 if len(pending) < 16 else 3 if len(pending) < 65536 else 5
+            self._buf += memoryview(packed)[header:]
+            self._packed += len(pending)
+            pending.clear()
+        if write and len(self._buf) >= self.flush_bytes:
+            self.flush()
+
+    def _unpackable(self) -> TypeError:
+        """Write the records before the first one msgpack cannot pack, then fail the writer.
+
+        Field types are not checked in emit() (that would slow every event down), so
+        a bad value surfaces here, up to a batch later than the emit that passed it.
+        """
+        pending = self._pending
+        good = 0
+        reason = ""
+        for good, record in enumerate(pending):  # noqa: B007
+            try:
+                self._pack(record)
+            except (TypeError, ValueError, OverflowError) as exc:
+                reason = str(exc)
+                break
+        bad = pending[good]
+        self._pending = pending[:good]
+        self._open = False
+        self._state = "failed"
+        self._pack_pending(write=False)
+        if isinstance(bad, dict):
+            what = "header or footer"
+        elif bad[0] in _SPECS:
+            what = f"{Kind(bad[0]).name} event"
+        else:
+            what = "definition record"
+        return TypeError(f"{what} {bad!r} cannot be written to a trace: {reason}")
+
+    def _check_open(self, call: str) -> None:
+        if not self._open:
+            state = "not begun" if self._state == "new" else self._state
+            raise ValueError(f"{call}() called on a trace writer that is {state}")
+
+    def _rejected(self, kind: Any, time: Any, fields: tuple[Any, ...]) -> Exception:
+        """The error for an event emit() cannot write."""
+        if not self._open:
+            state = "not begun" if self._state == "new" else self._state
+            return ValueError(f"emit() called on a trace writer that is {state}")
+        try:
+            name = Kind(kind).name
+        except (ValueError, TypeError):
+            return ValueError(f"unknown event kind {kind!r}")
+        if type(time) is not int:
+            return TypeError(f"{name} time must be an int, not {type(time).__name__}")
+        if time < self._time:
+            return ValueError(f"{name} at time {time} is before the previous event ({self._time})")
+        return ValueError(f"{name} has {len(fields)} fields, expected {len(FIELDS[Kind(kind)])}")
+
+    def _intern(
+        self, fields: tuple[Any, ...], strs: tuple[int, ...], locs: tuple[int, ...]
+    ) -> list[Any]:
+        """``fields`` with str and loc values replaced by ids, defining new ones first."""
+        out = list(fields)
+        strings = self._strings
+        for i in strs:
+            sid = strings.get(out[i])
+            if sid is None:
+                sid = self._define_string(out[i])
+            out[i] = sid
+        known = self._locs
+        for i in locs:
+            lid = known.get(out[i])
+            if lid is None:
+                lid = self._define_loc(out[i])
+            out[i] = lid
+        return out
+
+    def _define_string(self, text: Any) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"expected a str field, got {type(text).__name__} {text!r}")
+        sid = len(self._strings)
+        self._strings[text] = sid
+        self._write_record((wire.DEFINE_STRING, _fit(text, wire.MAX_STRING_BYTES)))
+        return sid
+
+    def _define_loc(self, loc: Any) -> int:
+        file, line, function = self._checked_loc(loc)
+        lid = len(self._locs) - 1  # the None entry is not a definition
+        self._locs[loc] = lid
+        self._write_record((wire.DEFINE_LOC, file, line, function))
+        return lid
+
+    @staticmethod
+    def _checked_loc(loc: Any) -> tuple[str, int, str]:
+        if (
+            not isinstance(loc, tuple)
+            or len(loc) != 3
+            or not isinstance(loc[0], str)
+            or type(loc[1]) is not int
+            or not isinstance(loc[2], str)
+        ):
+            raise TypeError(f"expected a SourceLoc(file, line, function) or None, got {loc!r}")
+        return (
+            _fit(loc[0], wire.MAX_STRING_BYTES),
+            loc[1],
+            _fit(loc[2], wire.MAX_STRING_BYTES),
+        )
