@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import msgpack
+
 from emulator.recorder import Recorder
 from emulator.trace.schema import Kind, SourceLoc
 
@@ -186,3 +188,21 @@ def decode_like_events(n_events: int, n_pes: int = 4) -> list[tuple[Any, ...]]:
     # A stable sort by time: within a PE, events at one time keep their causal order.
     events.sort(key=lambda event: event[1])
     return events
+
+
+def header_record(**overrides: Any) -> dict[str, Any]:
+    """The header map a 1.0 writer writes for ``make_header()``, with keys replaced."""
+    record: dict[str, Any] = {"format": "kbt", "version": [1, 0], "producer": "kbdebug 0.1.0"}
+    record.update(make_header())
+    record.update(overrides)
+    return record
+
+
+def pack_objects(*objects: Any) -> bytes:
+    """``objects`` packed back to back, as a trace (or a forged one) lays them out."""
+    return b"".join(msgpack.packb(obj) for obj in objects)
+
+
+def footer_record(events: int, end_time: int = 0, status: str = "ok") -> dict[str, Any]:
+    return {"status": status, "events": events, "end_time": end_time, "error": None,
+            "error_loc": None}  # fmt: skip
