@@ -1,0 +1,1 @@
+"""Exporters and comparisons of traces: Chrome/Perfetto trace JSON, the diff of two runs."""
