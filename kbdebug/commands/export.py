@@ -42,8 +42,6 @@ def run(args: argparse.Namespace) -> int:
     if output.resolve() == trace.resolve():
         raise UserError(f"{output}: the output would overwrite the trace")
     replay = open_replay(trace)
-    if not replay.index.header:
-        raise UserError(f"{trace}: no header: not a trace, or one cut off before its first record")
     try:
         stats = write_chrome(replay, output)
     except OSError as e:
@@ -63,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def open_replay(path: Path) -> Replay:
     """Open a trace, or raise UserError in one line naming the file and the problem."""
     try:
-        return Replay.open(path)
+        replay = Replay.open(path)
     except TraceFormatError as e:
         raise UserError(" ".join(str(e).split())) from None
     except IsADirectoryError:
@@ -72,3 +70,6 @@ def open_replay(path: Path) -> Replay:
         raise UserError(f"{path}: no such file") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not replay.index.header:
+        raise UserError(f"{path}: no header: not a trace, or one cut off before its first record")
+    return replay
