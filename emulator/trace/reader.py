@@ -69,6 +69,8 @@ def read_trace(
     source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     *,
     progress: Callable[[int, int], None] | None = None,
+    on_batch: Callable[[list[list[Any]]], None] | None = None,
+    keep_events: bool = True,
 ) -> Trace:
     """Read and validate a whole trace from a path or from its bytes.
 
@@ -76,6 +78,13 @@ def read_trace(
     an exception it raises (to cancel) propagates. A file that ends early
     (the writer was killed) is not an error: its whole records are returned with
     ``truncated`` set.
+
+    ``on_batch(records)``, if given, is called after each chunk with the event
+    records validated in it (in file order, as ``Trace.events`` holds them), so
+    a caller can index a trace as it is read; with ``keep_events=False`` they
+    are then dropped, ``Trace.events`` stays empty and no more than a chunk's
+    records are held at once. Records handed over before an error are not taken
+    back; an exception ``on_batch`` raises propagates.
 
     Raises TraceFormatError (a ValueError) for anything that is not a valid
     trace, OSError if the file cannot be read.
@@ -92,7 +101,7 @@ def read_trace(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Parser(name, data, progress).parse()
+        return _Parser(name, data, progress, on_batch, keep_events).parse()
     finally:
         if collecting:
             gc.enable()
@@ -175,10 +184,20 @@ _make_checks = _compile_checks()
 class _Parser:
     """One pass over a trace's bytes, validating as it goes."""
 
-    def __init__(self, name: str, data: bytes, progress: Callable[[int, int], None] | None):
+    def __init__(
+        self,
+        name: str,
+        data: bytes,
+        progress: Callable[[int, int], None] | None,
+        on_batch: Callable[[list[list[Any]]], None] | None = None,
+        keep_events: bool = True,
+    ):
         self.name = name
         self.data = data
         self.progress = progress
+        self.on_batch = on_batch
+        self.keep_events = keep_events
+        self.handed = 0  # events passed to on_batch (and dropped, unless keep_events)
         self.header: dict[str, Any] = {}
         self.version: tuple[int, int] | None = None
         self.lenient = False  # a newer minor version: skip what we do not know
@@ -195,8 +214,23 @@ class _Parser:
 
     @property
     def event_records(self) -> int:
-        """Event records read so far, kept or skipped: the index of the next one."""
-        return len(self.events) + self.skipped
+        """Event records read so far, kept, dropped or skipped: the index of the next one."""
+        dropped = 0 if self.keep_events else self.handed
+        return dropped + len(self.events) + self.skipped
+
+    def hand_over(self) -> None:
+        """Pass the events validated since the last call to on_batch (see read_trace)."""
+        if self.on_batch is None:
+            return
+        if self.keep_events:
+            if len(self.events) > self.handed:
+                batch = self.events[self.handed :]
+                self.handed = len(self.events)
+                self.on_batch(batch)
+        elif self.events:
+            batch, self.events = self.events, []
+            self.handed += len(batch)
+            self.on_batch(batch)
 
     def fail(self, reason: str, offset: int | None, event_index: int | None = None) -> NoReturn:
         raise TraceFormatError(
@@ -222,6 +256,7 @@ class _Parser:
         try:
             while True:
                 pos = self.consume(unpacker, pos)
+                self.hand_over()
                 if fed == total or self.footer is not None:
                     break
                 # Never hand the unpacker more than MAX_RECORD_BYTES past the last whole
