@@ -186,8 +186,12 @@ class TraceWriter:
 
         ``footer`` has "status" (one of ``schema.STATUSES``), "end_time" (an int, not
         before the last event), "error" (str or None) and "error_loc" (SourceLoc or
-        None). Raises ValueError or TypeError if it does not.
+        None). Raises ValueError or TypeError if it does not. On a writer that an
+        unwritable event already failed, ``end`` only closes: that error was raised.
         """
+        if self._state == "failed":
+            self.close()
+            return
         self._check_open("end")
         unknown = sorted(set(footer) - set(wire.FOOTER_KEYS))
         if unknown:
