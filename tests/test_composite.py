@@ -95,9 +95,8 @@ def test_every_tile_load_logs_one_dma_read_tied_to_the_composite_line():
     rec = MemoryRecorder()
 
     def kernel(tl):
-        tl.composite(
-            ap, (M, K), bp, (K, N), cp, tile=TILE, epilogues=[("bias", biasp), "exp"]
-        )  # here
+        epilogues = [("bias", biasp), "exp"]
+        tl.composite(ap, (M, K), bp, (K, N), cp, tile=TILE, epilogues=epilogues)  # here
 
     result = run_kernel(kernel, memory=mem, recorder=rec)
     tiles = M // TILE

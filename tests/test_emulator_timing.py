@@ -315,6 +315,9 @@ SMALL = {
     "prefill": {"n_tiles": 4},
     "ring_attention": {},
     "tiled_gemm": {"k": 128},
+    "gemm_blocking": {"m": 256},
+    "gemm_pipeline": {"m": 256},
+    "gemm_composite": {"m": 256},
 }
 
 
