@@ -1,8 +1,14 @@
-"""Breakpoints: predicates over the trace columns, each giving the sorted event indices it hits."""
+"""Breakpoints: predicates over the trace columns, each giving the sorted event indices it hits.
+
+A breakpoint's ``find(replay)`` searches the whole trace at once with numpy
+and returns every event index where execution should stop; ``Replay`` caches
+the result per breakpoint (until one of its settings changes) and bisects it
+to find the next or previous hit, so ``continue_`` never steps event by event.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,22 +24,20 @@ _EMPTY = np.empty(0, dtype=np.int64)
 
 @dataclass(eq=False)
 class Breakpoint:
-    """Base class: ``hits(replay)`` is every event index where execution should stop."""
+    """Base class: ``find(replay)`` gives every event index where execution should stop."""
 
     enabled: bool = field(default=True, kw_only=True)
 
     def hits(self, replay: Replay) -> np.ndarray:
-        cache = replay.__dict__.setdefault("_breakpoint_hits", {})
-        key = (id(self), self._key())
-        found = cache.get(key)
-        if found is None:
-            found = cache[key] = np.asarray(self._find(replay), dtype=np.int64)
-        return found
+        """The sorted event indices this breakpoint stops at (cached by ``replay``)."""
+        return replay.hits(self)
 
-    def _key(self) -> tuple:
-        return tuple(sorted(vars(self).items()))
+    def key(self) -> tuple:
+        """The settings the hits depend on (everything but ``enabled``)."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name != "enabled")
 
-    def _find(self, replay: Replay) -> np.ndarray:
+    def find(self, replay: Replay) -> np.ndarray:
+        """Search the trace: every event index where this breakpoint stops, sorted."""
         raise NotImplementedError
 
     def describe(self, replay: Replay) -> str:
@@ -58,9 +62,12 @@ def _line_mask(replay: Replay, loc_ids: np.ndarray, file: str | None, line: int 
 
 @dataclass(eq=False)
 class StalledWait(Breakpoint):
-    """A tl.wait that stalls the kernel for at least ``min_stall`` cycles.
+    """A tl.wait that stalls the kernel for at least ``min_stall`` cycles (optionally on
+    one PE, or at ``file``:``line``).
 
-    Stops at the wait's start, with the future not yet arrived.
+    A wait that never ends (a deadlock, a truncated trace) while its data has not
+    arrived stalls forever and matches any ``min_stall``. Stops at the wait's
+    start, with the future not yet arrived.
     """
 
     min_stall: int = 1
@@ -68,15 +75,19 @@ class StalledWait(Breakpoint):
     file: str | None = None
     line: int | None = None
 
-    def _find(self, replay: Replay) -> np.ndarray:
+    def find(self, replay: Replay) -> np.ndarray:
         index = replay.index
         c, f = index.columns, index.futures
         begins = np.flatnonzero(c.kind == Kind.WAIT_BEGIN)
         fut = c.fut[begins]
         ok = (fut >= 0) & (fut < len(f.stall))
-        stall = np.zeros(len(begins), dtype=np.int64)
-        stall[ok] = f.stall[fut[ok]]
-        keep = ok & (stall >= max(self.min_stall, 1))
+        fut = np.where(ok, fut, 0)
+        if len(f.stall):
+            ended = f.wait_end[fut] >= 0
+            long_enough = f.stall[fut] >= max(self.min_stall, 1)
+            keep = ok & np.where(ended, long_enough, f.blocks[fut])
+        else:
+            keep = np.zeros(len(begins), dtype=bool)
         if self.pe is not None:
             keep &= c.pe[begins] == self.pe
         if self.file is not None or self.line is not None:
@@ -87,35 +98,44 @@ class StalledWait(Breakpoint):
         parts = [f"stalled wait >= {self.min_stall} cycles"]
         if self.pe is not None:
             parts.append(f"on PE {self.pe}")
-        if self.line is not None:
-            parts.append(f"at {self.file or '*'}:{self.line}")
+        if self.line is not None or self.file is not None:
+            parts.append(f"at {self.file or '*'}:{self.line if self.line is not None else '*'}")
         return " ".join(parts)
+
+
+#: The events at which a kernel reaches a source line: its start, a tl call, an error.
+_LINE_KINDS = np.array(
+    [Kind.KERNEL_START, Kind.ISSUE, Kind.WAIT_BEGIN, Kind.KERNEL_ERROR], dtype=np.int8
+)
 
 
 @dataclass(eq=False)
 class SourceLine(Breakpoint):
-    """Any tl call (a command issued, a wait begun) at ``file``:``line``."""
+    """The kernel reaching ``file``:``line`` (any file if None): a tl call there (a command
+    issued, a wait begun), the kernel's start at its ``def`` line, or an error raised there."""
 
     file: str | None = None
     line: int = 0
     pe: int | None = None
 
-    def _find(self, replay: Replay) -> np.ndarray:
+    def find(self, replay: Replay) -> np.ndarray:
         c = replay.index.columns
-        calls = np.flatnonzero((c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN))
+        calls = np.flatnonzero(np.isin(c.kind, _LINE_KINDS) & (c.loc >= 0))
         keep = _line_mask(replay, c.loc[calls], self.file, self.line)
         if self.pe is not None:
             keep &= c.pe[calls] == self.pe
         return calls[keep]
 
     def describe(self, replay: Replay) -> str:
-        return f"line {self.file or '*'}:{self.line}"
+        where = f"line {self.file or '*'}:{self.line}"
+        return where if self.pe is None else f"{where} on PE {self.pe}"
 
 
 @dataclass(eq=False)
 class FuturePhase(Breakpoint):
-    """Future ``future`` entering ``phase`` (issued, queued, transferring, ready, waited,
-    resolved)."""
+    """Future ``future`` entering ``phase``: the event that marks it (issued: its ISSUE,
+    queued: CHAN_REQUEST, transferring: CHAN_GRANT, ready: COMPLETE, waited:
+    WAIT_BEGIN, resolved: WAIT_END), if the trace has it."""
 
     future: int = 0
     phase: str = "resolved"
@@ -124,19 +144,19 @@ class FuturePhase(Breakpoint):
         if self.phase not in PHASES:
             raise ValueError(f"unknown phase {self.phase!r} (one of {', '.join(PHASES)})")
 
-    def _find(self, replay: Replay) -> np.ndarray:
-        f, k = replay.index.futures, replay.index.commands
+    def find(self, replay: Replay) -> np.ndarray:
+        f = replay.index.futures
         if not 0 <= self.future < len(f.cmd):
             return _EMPTY
-        cmd = int(f.cmd[self.future])
-        event = {
-            "issued": k.issue[cmd],
-            "queued": k.request[cmd],
-            "transferring": k.grant[cmd],
-            "ready": k.complete[cmd],
-            "waited": f.wait_begin[self.future],
-            "resolved": f.wait_end[self.future],
+        table = {
+            "issued": f.issue,
+            "queued": f.request,
+            "transferring": f.grant,
+            "ready": f.complete,
+            "waited": f.wait_begin,
+            "resolved": f.wait_end,
         }[self.phase]
+        event = int(table[self.future])
         return np.array([event] if event >= 0 else [], dtype=np.int64)
 
     def describe(self, replay: Replay) -> str:
@@ -145,12 +165,23 @@ class FuturePhase(Breakpoint):
 
 @dataclass(eq=False)
 class EventKind(Breakpoint):
-    """Every event of ``kind`` (optionally on one PE)."""
+    """Every event of ``kind`` (a Kind, its code or its name, e.g. "wait_begin"), optionally
+    on one PE."""
 
     kind: Kind = Kind.ISSUE
     pe: int | None = None
 
-    def _find(self, replay: Replay) -> np.ndarray:
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str):
+            try:
+                self.kind = Kind[self.kind.upper()]
+            except KeyError:
+                names = ", ".join(k.name.lower() for k in Kind)
+                raise ValueError(f"unknown event kind {self.kind!r} (one of {names})") from None
+        else:
+            self.kind = Kind(self.kind)
+
+    def find(self, replay: Replay) -> np.ndarray:
         c = replay.index.columns
         keep = c.kind == int(self.kind)
         if self.pe is not None:
@@ -158,7 +189,8 @@ class EventKind(Breakpoint):
         return np.flatnonzero(keep)
 
     def describe(self, replay: Replay) -> str:
-        return f"event {Kind(self.kind).name.lower()}"
+        text = f"event {Kind(self.kind).name.lower()}"
+        return text if self.pe is None else f"{text} on PE {self.pe}"
 
 
 @dataclass(eq=False)
@@ -167,7 +199,7 @@ class Cycle(Breakpoint):
 
     cycle: int = 0
 
-    def _find(self, replay: Replay) -> np.ndarray:
+    def find(self, replay: Replay) -> np.ndarray:
         times = replay.index.columns.time
         i = int(np.searchsorted(times, self.cycle, side="left"))
         return np.array([i] if i < len(times) else [], dtype=np.int64)
@@ -182,7 +214,7 @@ class FindingHit(Breakpoint):
 
     prefix: str = ""
 
-    def _find(self, replay: Replay) -> np.ndarray:
+    def find(self, replay: Replay) -> np.ndarray:
         events: list[int] = []
         for finding in replay.findings:
             if finding.id.startswith(self.prefix) or finding.rule.startswith(self.prefix):

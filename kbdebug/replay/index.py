@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from emulator.trace.reader import Trace
-from emulator.trace.schema import FIELDS, Kind, SourceLoc
+from emulator.trace.schema import FIELDS, Kind, SourceLoc, field_index
 
 NONE = -1
 
 # Column of each event field (the rest of an ISSUE record goes to the command table).
-_COLUMN_OF_FIELD = {
+COLUMN_OF_FIELD = {
     "cmd": "cmd",
     "future": "fut",
     "channel": "chan",
@@ -30,7 +33,21 @@ _COLUMN_OF_FIELD = {
     "in_use": "val",
     "nbytes": "nbytes",
 }
+_COLUMN_OF_FIELD = COLUMN_OF_FIELD  # the name replay.py used before it was public
 COLUMNS = ("kind", "time", "pe", "cmd", "fut", "chan", "loc", "op", "aux", "val", "nbytes")
+DTYPES = {
+    "kind": np.int8,
+    "time": np.int64,
+    "pe": np.int32,
+    "cmd": np.int64,
+    "fut": np.int64,
+    "chan": np.int32,
+    "loc": np.int32,
+    "op": np.int32,
+    "aux": np.int64,
+    "val": np.int64,
+    "nbytes": np.int64,
+}
 
 
 @dataclass
@@ -58,7 +75,7 @@ class Columns:
 
 @dataclass
 class Commands:
-    """Every issued command, indexed by command id; event indices are -1 when absent."""
+    """Every command, indexed by command id; event indices are -1 when absent."""
 
     issue: np.ndarray
     pe: np.ndarray
@@ -79,13 +96,52 @@ class Commands:
 
 @dataclass
 class Futures:
-    """Every future, indexed by future id: its command and its wait."""
+    """Every future, indexed by future id: its command's passage and its wait.
+
+    Event indices are -1 when absent. ``stall`` is the WAIT_END's stalled
+    cycles (0 if the wait never began or never ended). ``blocks`` says the wait
+    blocked its PE: it stalled, or it never ended (a deadlock, a truncated
+    trace) and the data had not arrived when it began.
+    """
 
     cmd: np.ndarray
+    pe: np.ndarray
+    loc: np.ndarray  # where the future was issued
+    issue: np.ndarray
+    request: np.ndarray
+    grant: np.ndarray
+    release: np.ndarray
+    complete: np.ndarray
     wait_begin: np.ndarray
     wait_end: np.ndarray
     wait_loc: np.ndarray
     stall: np.ndarray
+    blocks: np.ndarray
+
+
+@dataclass
+class ChannelTable:
+    """One channel's commands in request order, with their event indices (-1 when absent)
+    and ``done_by``: the running maximum of the release indices (absent counts as never),
+    so the commands wholly before a position are a prefix found by bisection."""
+
+    cmds: np.ndarray
+    request: np.ndarray
+    grant: np.ndarray
+    release: np.ndarray
+    done_by: np.ndarray
+
+
+@dataclass
+class LiveTable:
+    """Futures in issue order, split into those whose wait ends (with the running maximum
+    of the end, as in ChannelTable) and those never resolved, for ``state_at``."""
+
+    resolved: np.ndarray
+    resolved_issue: np.ndarray
+    resolved_done_by: np.ndarray
+    unresolved: np.ndarray
+    unresolved_issue: np.ndarray
 
 
 @dataclass
@@ -110,6 +166,10 @@ class TraceIndex:
     pe_scratch_events: list[np.ndarray] = field(default_factory=list)
     #: Per channel: command ids in request order.
     channel_cmds: list[np.ndarray] = field(default_factory=list)
+    #: Per channel: its commands with their event indices, for ``state_at``.
+    channel_tables: list[ChannelTable] = field(default_factory=list)
+    #: Futures by issue and resolution, for ``state_at``.
+    live_table: LiveTable | None = None
     #: (category id, op id) -> sorted indices of its OP_LOG events.
     op_log_events: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
@@ -125,6 +185,13 @@ class TraceIndex:
     @property
     def channels(self) -> list[dict[str, Any]]:
         return self.header.get("channels", [])
+
+    @property
+    def end_time(self) -> int:
+        """The footer's end time, or the last event's time if the trace is truncated."""
+        if self.footer is not None and self.footer.get("end_time") is not None:
+            return int(self.footer["end_time"])
+        return int(self.columns.time[-1]) if self.n_events else 0
 
     def loc(self, loc_id: int) -> SourceLoc | None:
         return None if loc_id < 0 else self.locs[loc_id]
@@ -150,56 +217,137 @@ _STATUS_KINDS = (
 )
 _SCRATCH_KINDS = (Kind.SCRATCH_ALLOC, Kind.SCRATCH_FREE)
 
+# Items in each kind's record, [kind, time, pe, *fields]; 0 for codes that are not kinds.
+_WIDTH = np.zeros(128, dtype=np.int64)
+for _kind, _fields in FIELDS.items():
+    _WIDTH[_kind] = 3 + len(_fields)
+# Per kind: (position in the record, column) of each field that has a column.
+_PLACES = {
+    kind: tuple(
+        (3 + j, COLUMN_OF_FIELD[name])
+        for j, (name, _) in enumerate(fields)
+        if name in COLUMN_OF_FIELD
+    )
+    for kind, fields in FIELDS.items()
+}
+# ISSUE records are flattened apart from the others, without their shape (a list, given an
+# id instead): _ISSUE_ITEMS are the record positions taken, in the order of the table.
+_WIDTH_BUT_ISSUE = _WIDTH.copy()
+_WIDTH_BUT_ISSUE[Kind.ISSUE] = 0
+_SHAPE_AT = 3 + field_index(Kind.ISSUE, "shape")
+_ISSUE_ITEMS = [at for at in range(_WIDTH[Kind.ISSUE]) if at != _SHAPE_AT]
+_issue_items = itemgetter(*_ISSUE_ITEMS)
+_issue_shape = itemgetter(_SHAPE_AT)
+# Where the columns of an ISSUE come from in that table.
+_ISSUE_COLUMNS = tuple(
+    (_ISSUE_ITEMS.index(at), column)
+    for at, column in ((1, "time"), (2, "pe"), *_PLACES[Kind.ISSUE])
+)
+# The fields the command table takes from ISSUE records, which have no column.
+_ISSUE_ONLY = tuple(
+    _ISSUE_ITEMS.index(3 + field_index(Kind.ISSUE, name)) for name in ("addr", "dtype", "blocking")
+)
+_first = itemgetter(0)
+
 
 class IndexBuilder:
-    """Accumulates event records batch by batch, then builds the TraceIndex."""
+    """Accumulates event records batch by batch, then builds the TraceIndex.
+
+    Records are converted as they come, so a caller streaming them from the
+    reader never holds more than one batch as Python objects.
+    """
 
     def __init__(self) -> None:
-        self._batches: list[dict[str, np.ndarray]] = []
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
         self._issues: list[np.ndarray] = []
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
 
+    @property
+    def count(self) -> int:
+        """Records added so far."""
+        return self._count
+
     def add(self, records: list[list[Any]]) -> None:
-        """Take a batch of records ``[kind, time, pe, *fields]`` (time absolute)."""
+        """Take a batch of validated records ``[kind, time, pe, *fields]`` (time absolute).
+
+        The records are not modified and not kept.
+        """
         n = len(records)
         if not n:
             return
-        base = self._count
-        cols = {name: np.full(n, NONE, dtype=np.int64) for name in COLUMNS}
-        by_kind: dict[int, list[int]] = {}
-        for i, record in enumerate(records):
-            by_kind.setdefault(record[0], []).append(i)
-        shapes = self._shapes
-        for kind, positions in by_kind.items():
-            fields = FIELDS[Kind(kind)]
-            rows = [records[i] for i in positions]
+        # Every item of a record is an int (or a bool) but an ISSUE's shape, so the records
+        # flatten into int arrays: ISSUE records into one, the others into another, with
+        # each record's start found from its kind's width.
+        kinds = np.fromiter(map(_first, records), dtype=np.int8, count=n)
+        issue_at = np.flatnonzero(kinds == Kind.ISSUE)
+        others = records
+        if len(issue_at):
+            at = issue_at.tolist()
+            issues = [records[i] for i in at]
+            others = records.copy()
+            for i in at:
+                others[i] = ()
+        widths = _WIDTH_BUT_ISSUE[kinds]
+        ends = np.cumsum(widths)
+        flat = np.fromiter(chain.from_iterable(others), dtype=np.int64, count=int(ends[-1]))
+        starts = ends - widths
+        del others, ends, widths
+
+        cols = {name: np.full(n, NONE, dtype=DTYPES[name]) for name in COLUMNS[1:]}
+        order = np.argsort(kinds, kind="stable")
+        bounds = np.searchsorted(kinds[order], np.arange(len(_WIDTH) + 1))
+        for kind in np.flatnonzero(np.diff(bounds)).tolist():
             if kind == Kind.ISSUE:
-                rows = [[*r[:8], shapes.setdefault(tuple(r[8]), len(shapes)), *r[9:]] for r in rows]
-            table = np.array(rows, dtype=np.int64).reshape(len(rows), 3 + len(fields))
-            where = np.asarray(positions, dtype=np.int64)
-            cols["kind"][where] = kind
-            cols["time"][where] = table[:, 1]
-            cols["pe"][where] = table[:, 2]
-            for j, (name, _) in enumerate(fields):
-                column = _COLUMN_OF_FIELD.get(name)
-                if column is not None:
-                    cols[column][where] = table[:, 3 + j]
-            if kind == Kind.ISSUE:
-                issue = np.empty((len(rows), 12), dtype=np.int64)
-                issue[:, 0] = where + base
-                issue[:, 1:] = table[:, 1:]
-                self._issues.append(issue)
-        self._batches.append(cols)
+                continue
+            where = order[bounds[kind] : bounds[kind + 1]]
+            first = starts[where]
+            for offset, column in ((1, "time"), (2, "pe"), *_PLACES[kind]):
+                cols[column][where] = flat[first + offset]
+        if len(issue_at):
+            self._add_issues(issues, issue_at, cols)
+        self._parts["kind"].append(kinds)
+        for name, column in cols.items():
+            self._parts[name].append(column)
         self._count += n
 
+    def _add_issues(
+        self, issues: list[list[Any]], at: np.ndarray, cols: dict[str, np.ndarray]
+    ) -> None:
+        """Fill the columns of a batch's ISSUE records (at ``at``) and add them to the table."""
+        m = len(issues)
+        table = np.fromiter(
+            chain.from_iterable(map(_issue_items, issues)),
+            dtype=np.int64,
+            count=m * len(_ISSUE_ITEMS),
+        ).reshape(m, len(_ISSUE_ITEMS))
+        for j, column in _ISSUE_COLUMNS:
+            cols[column][at] = table[:, j]
+        shapes = self._shapes
+        keys = list(map(tuple, map(_issue_shape, issues)))
+        for shape in dict.fromkeys(keys):
+            shapes.setdefault(shape, len(shapes))
+        out = np.empty((m, 5), dtype=np.int64)
+        out[:, 0] = at + self._count
+        out[:, 1] = table[:, _ISSUE_ONLY[0]]
+        out[:, 2] = np.fromiter(map(shapes.__getitem__, keys), dtype=np.int64, count=m)
+        out[:, 3] = table[:, _ISSUE_ONLY[1]]
+        out[:, 4] = table[:, _ISSUE_ONLY[2]]
+        self._issues.append(out)
+
     def build(self, trace: Trace) -> TraceIndex:
-        """The index, with the header, footer and tables of ``trace``."""
-        columns = Columns(
-            **{name: _concat([b[name] for b in self._batches], _DTYPES[name]) for name in COLUMNS}
-        )
-        self._batches.clear()
-        issues = np.concatenate(self._issues) if self._issues else np.empty((0, 12), dtype=np.int64)
+        """The index, with the header, footer and tables of ``trace`` (its events ignored)."""
+        values = {}
+        for name in COLUMNS:
+            parts = self._parts[name]
+            if not parts:
+                values[name] = np.empty(0, dtype=DTYPES[name])
+            else:
+                values[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            parts.clear()  # each column's batches go as soon as it is whole
+        columns = Columns(**values)
+        issues = np.concatenate(self._issues) if self._issues else np.empty((0, 5), np.int64)
+        self._issues.clear()
         commands = _commands(columns, issues)
         futures = _futures(columns, commands)
         shapes = [shape for shape, _ in sorted(self._shapes.items(), key=lambda kv: kv[1])]
@@ -219,114 +367,159 @@ class IndexBuilder:
         return index
 
 
-_DTYPES = {
-    "kind": np.int8,
-    "time": np.int64,
-    "pe": np.int32,
-    "cmd": np.int64,
-    "fut": np.int64,
-    "chan": np.int32,
-    "loc": np.int32,
-    "op": np.int32,
-    "aux": np.int64,
-    "val": np.int64,
-    "nbytes": np.int64,
-}
-
-
-def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
-    if not parts:
-        return np.empty(0, dtype=dtype)
-    return np.concatenate(parts).astype(dtype, copy=False)
-
-
-def _scatter(size: int, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """An array of ``size`` filled with -1, with ``values`` at ``keys`` (first one wins)."""
+def _first_at(size: int, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """An int64 array of ``size`` filled with -1, with ``values`` at ``keys`` (the first
+    value wins where a key repeats; keys outside 0..size-1 are dropped)."""
     out = np.full(size, NONE, dtype=np.int64)
     ok = (keys >= 0) & (keys < size)
     keys, values = keys[ok], values[ok]
-    # Assigning in reverse makes the first occurrence the one that stays.
-    out[keys[::-1]] = values[::-1]
+    keys, first = np.unique(keys, return_index=True)
+    out[keys] = values[first]
     return out
 
 
+def _events_by(c: Columns, kind: Kind, key: np.ndarray, size: int) -> np.ndarray:
+    """Per id 0..size-1, the first event of ``kind`` whose ``key`` column names it."""
+    where = np.flatnonzero(c.kind == kind)
+    return _first_at(size, key[where], where)
+
+
 def _commands(c: Columns, issues: np.ndarray) -> Commands:
-    # issues columns: index, time, pe, cmd, op, future, addr, nbytes, shape, dtype, blocking, loc
-    size = int(issues[:, 3].max()) + 1 if len(issues) else 0
-    cmd = issues[:, 3]
+    # issues columns: event index, addr, shape id, dtype, blocking
+    size = int(c.cmd.max()) + 1 if len(c.cmd) else 0
+    where = issues[:, 0]
+    cmd = c.cmd[where]
+    first = np.unique(np.where((cmd >= 0) & (cmd < size), cmd, size), return_index=True)
 
-    def by_cmd(col: int) -> np.ndarray:
-        return _scatter(size, cmd, issues[:, col])
+    def by_cmd(values: np.ndarray) -> np.ndarray:
+        out = np.full(size, NONE, dtype=np.int64)
+        keys, at = first
+        keep = keys < size
+        out[keys[keep]] = values[at[keep]]
+        return out
 
-    def event_of(kind: Kind) -> np.ndarray:
-        where = np.flatnonzero(c.kind == kind)
-        return _scatter(size, c.cmd[where], where)
-
-    request = event_of(Kind.CHAN_REQUEST)
+    request = _events_by(c, Kind.CHAN_REQUEST, c.cmd, size)
     channel = np.full(size, NONE, dtype=np.int64)
     has = request >= 0
     channel[has] = c.chan[request[has]]
     return Commands(
-        issue=by_cmd(0),
-        pe=by_cmd(2),
-        op=by_cmd(4),
-        future=by_cmd(5),
-        addr=by_cmd(6),
-        nbytes=by_cmd(7),
-        shape=by_cmd(8),
-        dtype=by_cmd(9),
-        blocking=by_cmd(10),
-        loc=by_cmd(11),
+        issue=by_cmd(where),
+        pe=by_cmd(c.pe[where]),
+        op=by_cmd(c.op[where]),
+        future=by_cmd(c.fut[where]),
+        addr=by_cmd(issues[:, 1]),
+        nbytes=by_cmd(c.nbytes[where]),
+        shape=by_cmd(issues[:, 2]),
+        dtype=by_cmd(issues[:, 3]),
+        blocking=by_cmd(issues[:, 4]),
+        loc=by_cmd(c.loc[where]),
         channel=channel,
         request=request,
-        grant=event_of(Kind.CHAN_GRANT),
-        release=event_of(Kind.CHAN_RELEASE),
-        complete=event_of(Kind.COMPLETE),
+        grant=_events_by(c, Kind.CHAN_GRANT, c.cmd, size),
+        release=_events_by(c, Kind.CHAN_RELEASE, c.cmd, size),
+        complete=_events_by(c, Kind.COMPLETE, c.cmd, size),
     )
 
 
-def _futures(c: Columns, commands: Commands) -> Futures:
-    has_future = commands.future >= 0
-    size = int(commands.future[has_future].max()) + 1 if has_future.any() else 0
-    cmd_ids = np.flatnonzero(has_future)
+def _futures(c: Columns, k: Commands) -> Futures:
+    ids = np.concatenate([k.future, c.fut])
+    size = int(ids.max()) + 1 if len(ids) and ids.max() >= 0 else 0
+    with_future = np.flatnonzero(k.future >= 0)
+    cmd = _first_at(size, k.future[with_future], with_future)
+    has_cmd = cmd >= 0
+
+    def of_cmd(table: np.ndarray) -> np.ndarray:
+        out = np.full(size, NONE, dtype=np.int64)
+        out[has_cmd] = table[cmd[has_cmd]]
+        return out
+
     begins = np.flatnonzero(c.kind == Kind.WAIT_BEGIN)
-    ends = np.flatnonzero(c.kind == Kind.WAIT_END)
-    wait_end = _scatter(size, c.fut[ends], ends)
+    wait_begin = _first_at(size, c.fut[begins], begins)
+    wait_end = _events_by(c, Kind.WAIT_END, c.fut, size)
+    complete = of_cmd(k.complete)
     stall = np.zeros(size, dtype=np.int64)
-    done = wait_end >= 0
-    stall[done] = c.val[wait_end[done]]
+    ended = wait_end >= 0
+    stall[ended] = c.val[wait_end[ended]]
+    hanging = (wait_begin >= 0) & ~ended
+    arrived_first = (complete >= 0) & (complete < wait_begin)
+    blocks = (ended & (stall > 0)) | (hanging & ~arrived_first)
     return Futures(
-        cmd=_scatter(size, commands.future[cmd_ids], cmd_ids),
-        wait_begin=_scatter(size, c.fut[begins], begins),
+        cmd=cmd,
+        pe=of_cmd(k.pe),
+        loc=of_cmd(k.loc),
+        issue=of_cmd(k.issue),
+        request=of_cmd(k.request),
+        grant=of_cmd(k.grant),
+        release=of_cmd(k.release),
+        complete=complete,
+        wait_begin=wait_begin,
         wait_end=wait_end,
-        wait_loc=_scatter(size, c.fut[begins], c.loc[begins]),
+        wait_loc=_first_at(size, c.fut[begins], c.loc[begins].astype(np.int64)),
         stall=stall,
+        blocks=blocks,
     )
+
+
+def _split_by(keys: np.ndarray, events: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    """``events`` (sorted) split into one sorted array per key 0..n_groups-1."""
+    order = np.argsort(keys, kind="stable")
+    bounds = np.searchsorted(keys[order], np.arange(n_groups + 1))
+    grouped = events[order]
+    return [grouped[bounds[g] : bounds[g + 1]] for g in range(n_groups)]
+
+
+def _never_as(events: np.ndarray, never: int) -> np.ndarray:
+    return np.where(events >= 0, events, never)
 
 
 def _per_entity(index: TraceIndex) -> None:
     c = index.columns
-    n_pes = index.n_pes
-    status_mask = np.isin(c.kind, np.array(_STATUS_KINDS, dtype=np.int8))
-    scratch_mask = np.isin(c.kind, np.array(_SCRATCH_KINDS, dtype=np.int8))
-    loc_mask = c.loc >= 0
-    for pe in range(n_pes):
-        on_pe = c.pe == pe
-        index.pe_loc_events.append(np.flatnonzero(on_pe & loc_mask))
-        index.pe_status_events.append(np.flatnonzero(on_pe & status_mask))
-        index.pe_scratch_events.append(np.flatnonzero(on_pe & scratch_mask))
-    cmds = index.commands
-    with_channel = np.flatnonzero(cmds.channel >= 0)
-    order = np.argsort(cmds.request[with_channel], kind="stable")
-    with_channel = with_channel[order]
-    for ch in range(len(index.channels)):
-        index.channel_cmds.append(with_channel[cmds.channel[with_channel] == ch])
+    n_pes, n = index.n_pes, index.n_events
+    for mask, out in (
+        (c.loc >= 0, index.pe_loc_events),
+        (np.isin(c.kind, np.array(_STATUS_KINDS, dtype=np.int8)), index.pe_status_events),
+        (np.isin(c.kind, np.array(_SCRATCH_KINDS, dtype=np.int8)), index.pe_scratch_events),
+    ):
+        events = np.flatnonzero(mask)
+        out.extend(_split_by(c.pe[events], events, n_pes))
+
+    k = index.commands
+    with_channel = np.flatnonzero(k.channel >= 0)
+    with_channel = with_channel[np.argsort(k.request[with_channel], kind="stable")]
+    for cmds in _split_by(k.channel[with_channel], with_channel, len(index.channels)):
+        index.channel_cmds.append(cmds)
+        release = k.release[cmds]
+        index.channel_tables.append(
+            ChannelTable(
+                cmds=cmds,
+                request=k.request[cmds],
+                grant=k.grant[cmds],
+                release=release,
+                done_by=np.maximum.accumulate(_never_as(release, n)),
+            )
+        )
+
+    f = index.futures
+    issued = np.flatnonzero(f.issue >= 0)
+    issued = issued[np.argsort(f.issue[issued], kind="stable")]
+    ends = f.wait_end[issued] >= 0
+    resolved, unresolved = issued[ends], issued[~ends]
+    index.live_table = LiveTable(
+        resolved=resolved,
+        resolved_issue=f.issue[resolved],
+        resolved_done_by=np.maximum.accumulate(f.wait_end[resolved]),
+        unresolved=unresolved,
+        unresolved_issue=f.issue[unresolved],
+    )
+
     ops = np.flatnonzero(c.kind == Kind.OP_LOG)
     if len(ops):
-        keys = c.aux[ops] * (len(index.strings) + 1) + c.op[ops]
-        for key in np.unique(keys):
-            category, op = divmod(int(key), len(index.strings) + 1)
-            index.op_log_events[(category, op)] = ops[keys == key]
+        radix = len(index.strings) + 1
+        keys = c.aux[ops].astype(np.int64) * radix + c.op[ops]
+        unique, group = np.unique(keys, return_inverse=True)
+        for g, events in enumerate(_split_by(group, ops, len(unique))):
+            category, op = divmod(int(unique[g]), radix)
+            index.op_log_events[(category, op)] = events
 
 
 def build_index(
@@ -340,10 +533,16 @@ def build_index(
         step = 65536
         events = trace.events
         batches = (events[i : i + step] for i in range(0, len(events), step))
-    done = 0
-    for batch in batches:
-        builder.add(batch)
-        done += len(batch)
-        if progress is not None:
-            progress(done)
+    # Converting creates objects by the hundred thousand while the trace's millions are
+    # alive: the cyclic collector would traverse them all, repeatedly, for nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for batch in batches:
+            builder.add(batch)
+            if progress is not None:
+                progress(builder.count)
+    finally:
+        if collecting:
+            gc.enable()
     return builder.build(trace)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -12,8 +14,8 @@ import numpy as np
 
 from emulator.trace.reader import read_trace
 from emulator.trace.schema import FIELDS, Kind, SourceLoc
-from kbdebug.replay.index import NONE, TraceIndex, build_index
-from kbdebug.replay.state import PHASES, State, apply, future_phases, state_at
+from kbdebug.replay.index import COLUMN_OF_FIELD, NONE, IndexBuilder, TraceIndex
+from kbdebug.replay.state import PHASES, State, apply_events, future_phases, state_at
 
 if TYPE_CHECKING:
     from kbdebug.replay.breakpoints import Breakpoint
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 #: Events between two checkpoints: the most any seek has to apply one by one.
 CHECKPOINT_EVERY = 256
+#: Checkpoints kept (the least recently used go first); each is recomputed on demand.
+CHECKPOINTS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -39,17 +43,22 @@ class Replay:
 
     The position counts the events applied: 0 is before the first event,
     ``n_events`` after the last; the current event is ``position - 1``. Any
-    position is reached by restoring the checkpoint at or below it (computed
-    from the index the first time it is needed) and applying at most
-    ``CHECKPOINT_EVERY - 1`` events, so stepping backward costs what stepping
-    forward does.
+    position is reached by restoring the checkpoint at or below it (a state
+    every ``CHECKPOINT_EVERY`` events, computed from the index the first time it
+    is needed) and applying at most ``CHECKPOINT_EVERY - 1`` events, so stepping
+    backward costs what stepping forward does. Each move makes a new State:
+    one returned earlier keeps describing its own position.
     """
 
     def __init__(self, index: TraceIndex, path: str | None = None):
         self.index = index
         self.path = path
-        self._checkpoints: dict[int, State] = {}
-        self._state = state_at(index, 0)
+        self._checkpoints: OrderedDict[int, State] = OrderedDict()
+        self._state = self._checkpoint(0).copy()
+        # Per breakpoint: the key it was searched with and its hits.
+        self._hits: weakref.WeakKeyDictionary[Breakpoint, tuple[tuple, np.ndarray]] = (
+            weakref.WeakKeyDictionary()
+        )
         #: Breakpoints ``continue_`` stops at (those enabled).
         self.breakpoints: list[Breakpoint] = []
 
@@ -59,26 +68,23 @@ class Replay:
     ) -> Replay:
         """Read, validate and index the trace at ``path``.
 
-        ``progress(fraction)`` is called as the file is read (0..0.7) and indexed
-        (0.7..1). Raises TraceFormatError (a ValueError) for a bad file, OSError
-        when it cannot be read.
+        Records go from the reader to the index batch by batch, so the whole
+        trace is never held as Python objects. ``progress(fraction)`` is called
+        as the file is read and indexed (0..0.95) and once the tables are built
+        (1.0); an exception it raises cancels the open. Raises TraceFormatError
+        (a ValueError) for a bad file, OSError when it cannot be read.
         """
         on_read = None
         if progress is not None:
 
             def on_read(done: int, total: int) -> None:
-                progress(0.7 * done / max(total, 1))
+                progress(0.95 * done / max(total, 1))
 
-        trace = read_trace(path, progress=on_read)
-        n = len(trace.events)
-        on_index = None
+        builder = IndexBuilder()
+        trace = read_trace(path, progress=on_read, on_batch=builder.add, keep_events=False)
+        index = builder.build(trace)
         if progress is not None:
-
-            def on_index(done: int) -> None:
-                progress(0.7 + 0.3 * done / max(n, 1))
-
-        index = build_index(trace, progress=on_index)
-        trace.events = []  # the columns hold everything now
+            progress(1.0)
         return cls(index, os.fspath(path))
 
     # --- where we are -------------------------------------------------------------------
@@ -86,6 +92,11 @@ class Replay:
     @property
     def n_events(self) -> int:
         return self.index.n_events
+
+    @property
+    def n_futures(self) -> int:
+        """Futures in the trace; their ids are 0..n_futures-1."""
+        return len(self.index.futures.cmd)
 
     @property
     def position(self) -> int:
@@ -102,10 +113,7 @@ class Replay:
 
     @property
     def end_time(self) -> int:
-        footer = self.index.footer
-        if footer and footer.get("end_time") is not None:
-            return int(footer["end_time"])
-        return int(self.index.columns.time[-1]) if self.n_events else 0
+        return self.index.end_time
 
     @property
     def status(self) -> str:
@@ -120,14 +128,13 @@ class Replay:
         """Go to ``position`` (clamped to 0..n_events) and return the state there."""
         position = max(0, min(int(position), self.n_events))
         here = self._state.position
-        if 0 <= position - here < CHECKPOINT_EVERY and position // CHECKPOINT_EVERY == (
-            here // CHECKPOINT_EVERY
-        ):
-            state = self._state
+        if position == here:
+            return self._state
+        if 0 < position - here < CHECKPOINT_EVERY:
+            state = self._state.copy()
         else:
             state = self._checkpoint(position - position % CHECKPOINT_EVERY).copy()
-        for i in range(state.position, position):
-            apply(self.index, state, i)
+        apply_events(self.index, state, position)
         self._state = state
         return state
 
@@ -136,19 +143,30 @@ class Replay:
         return self.seek(int(np.searchsorted(self.index.columns.time, cycle, side="right")))
 
     def step(self, n: int = 1) -> State:
-        """Move ``n`` events forward (backward when negative)."""
-        if n == 1 and self.position < self.n_events:
-            apply(self.index, self._state, self.position)
-            return self._state
+        """Move ``n`` events forward (backward when negative), stopping at either end."""
         return self.seek(self.position + n)
 
     def _checkpoint(self, position: int) -> State:
-        state = self._checkpoints.get(position)
+        checkpoints = self._checkpoints
+        state = checkpoints.get(position)
         if state is None:
-            state = self._checkpoints[position] = state_at(self.index, position)
+            state = checkpoints[position] = state_at(self.index, position)
+            if len(checkpoints) > CHECKPOINTS_KEPT:
+                checkpoints.popitem(last=False)
+        else:
+            checkpoints.move_to_end(position)
         return state
 
     # --- breakpoints --------------------------------------------------------------------
+
+    def hits(self, breakpoint: Breakpoint) -> np.ndarray:
+        """The sorted event indices where ``breakpoint`` stops, searched once per setting."""
+        key = breakpoint.key()
+        cached = self._hits.get(breakpoint)
+        if cached is None or cached[0] != key:
+            cached = (key, np.asarray(breakpoint.find(self), dtype=np.int64))
+            self._hits[breakpoint] = cached
+        return cached[1]
 
     def continue_(
         self, reverse: bool = False, breakpoints: Iterable[Breakpoint] | None = None
@@ -168,15 +186,19 @@ class Replay:
     def next_hit(
         self, reverse: bool = False, breakpoints: Iterable[Breakpoint] | None = None
     ) -> Hit | None:
-        """The hit ``continue_`` would stop at, without moving."""
+        """The hit ``continue_`` would stop at, without moving.
+
+        Forward, the first hit on an event not applied yet (index >= position);
+        backward, the last one before the current event (index < position - 1).
+        Of hits on the same event, the first enabled breakpoint listed wins.
+        """
         candidates = self.breakpoints if breakpoints is None else list(breakpoints)
         best: Hit | None = None
         for bp in candidates:
             if not bp.enabled:
                 continue
-            hits = bp.hits(self)
+            hits = self.hits(bp)
             if reverse:
-                # Current event is position-1; a hit before it leaves us at hit+1 < position.
                 k = int(np.searchsorted(hits, self.position - 1, side="left"))
                 if k and (best is None or hits[k - 1] > best.index):
                     best = Hit(int(hits[k - 1]), bp)
@@ -208,10 +230,8 @@ class Replay:
                 bool(k.blocking[cmd]),
                 index.loc(int(k.loc[cmd])),
             )
-        from kbdebug.replay.index import _COLUMN_OF_FIELD
-
         for name, tag in FIELDS[kind]:
-            value = int(getattr(c, _COLUMN_OF_FIELD[name])[i])
+            value = int(getattr(c, COLUMN_OF_FIELD[name])[i])
             if tag == "str":
                 out.append(index.string(value))
             elif tag == "loc":
@@ -256,20 +276,17 @@ class Replay:
         code = int(future_phases(self.index, self.position, np.array([future]))[0])
         return PHASES[code] if code >= 0 else "not issued"
 
+    def future_phases(self) -> np.ndarray:
+        """The phase code (an index into PHASES, -1 if not issued) of every future here."""
+        return future_phases(self.index, self.position)
+
     def future_events(self, future: int) -> list[int]:
-        """The event indices of ``future``'s lifecycle, in order."""
-        f, k = self.index.futures, self.index.commands
-        cmd = int(f.cmd[future])
-        events = [
-            int(k.issue[cmd]),
-            int(k.request[cmd]),
-            int(k.grant[cmd]),
-            int(k.release[cmd]),
-            int(k.complete[cmd]),
-            int(f.wait_begin[future]),
-            int(f.wait_end[future]),
-        ]
-        return sorted(e for e in events if e != NONE)
+        """The event indices of ``future``'s lifecycle, in order ([] for an unknown id)."""
+        f = self.index.futures
+        if not 0 <= future < len(f.cmd):
+            return []
+        tables = (f.issue, f.request, f.grant, f.release, f.complete, f.wait_begin, f.wait_end)
+        return sorted(int(t[future]) for t in tables if t[future] != NONE)
 
     @cached_property
     def findings(self) -> list[Finding]:

@@ -1,13 +1,27 @@
 """The debugger's state at a position: computed from the index, or by applying events one by one.
 
 Two independent ways to the same answer: ``state_at`` looks everything up in
-the index (used for checkpoints), ``apply`` advances a state by one event (used
-for stepping, and as the reference the tests compare ``state_at`` against).
+the index (used for checkpoints), ``apply`` / ``apply_events`` advance a state
+event by event (used for stepping from a checkpoint).
+
+What the state says, position by position (position p: events 0..p-1 applied):
+
+- a PE is idle until its KERNEL_START, then running; a WAIT_BEGIN makes it
+  stalled on the future if the wait blocks it (``Futures.blocks``), else it
+  stays running with the future noted until the WAIT_END; KERNEL_END makes it
+  done, KERNEL_ERROR error, DEADLOCK deadlocked (on the future it waits for);
+  its ``loc`` is that of its latest event carrying one, its ``scratch`` that of
+  its latest scratch event;
+- a channel's occupant is the command granted and not yet released, its queue
+  the commands requested and not yet granted, in request order;
+- a future's phase is the furthest it has reached (issued at ISSUE, queued at
+  its command's CHAN_REQUEST, transferring at CHAN_GRANT, ready at COMPLETE,
+  waited at WAIT_BEGIN), so a future waited before its data arrives stays
+  waited; it leaves ``live`` at its WAIT_END (resolved).
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +44,7 @@ class PEState:
     status: str = "idle"
     #: The future the PE waits on (stalled, or waiting on a ready one), else -1.
     future: int = NONE
-    #: Loc id of the PE's latest tl call, -1 before the first.
+    #: Loc id of the PE's latest located event (a tl call, its start), -1 before the first.
     loc: int = NONE
     #: Scratch bytes in use.
     scratch: int = 0
@@ -58,7 +72,15 @@ class State:
     op_counts: dict[tuple[int, int], int]
 
     def copy(self) -> State:
-        return copy.deepcopy(self)
+        """A copy sharing nothing mutable with this state."""
+        return State(
+            position=self.position,
+            time=self.time,
+            pes=[PEState(p.status, p.future, p.loc, p.scratch) for p in self.pes],
+            channels=[ChannelState(c.occupant, c.queue.copy()) for c in self.channels],
+            live=self.live.copy(),
+            op_counts=self.op_counts.copy(),
+        )
 
 
 def initial_state(index: TraceIndex) -> State:
@@ -72,75 +94,111 @@ def initial_state(index: TraceIndex) -> State:
     )
 
 
+_ISSUE = int(Kind.ISSUE)
+_CHAN_REQUEST = int(Kind.CHAN_REQUEST)
+_CHAN_GRANT = int(Kind.CHAN_GRANT)
+_CHAN_RELEASE = int(Kind.CHAN_RELEASE)
+_COMPLETE = int(Kind.COMPLETE)
+_WAIT_BEGIN = int(Kind.WAIT_BEGIN)
+_WAIT_END = int(Kind.WAIT_END)
+_OP_LOG = int(Kind.OP_LOG)
+_SCRATCH_ALLOC = int(Kind.SCRATCH_ALLOC)
+_SCRATCH_FREE = int(Kind.SCRATCH_FREE)
+_KERNEL_START = int(Kind.KERNEL_START)
+_KERNEL_END = int(Kind.KERNEL_END)
+_KERNEL_ERROR = int(Kind.KERNEL_ERROR)
+_DEADLOCK = int(Kind.DEADLOCK)
+
+
 def apply(index: TraceIndex, state: State, i: int) -> None:
     """Advance ``state`` (at position i) over event i, in place."""
+    _apply_range(index, state, i, i + 1)
+
+
+def apply_events(index: TraceIndex, state: State, stop: int) -> None:
+    """Advance ``state`` over the events from its position up to ``stop``, in place."""
+    _apply_range(index, state, state.position, stop)
+
+
+def _lookup(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``table[ids]``, -1 where an id is outside the table."""
+    ok = (ids >= 0) & (ids < len(table))
+    return np.where(ok, table[np.where(ok, ids, 0)] if len(table) else NONE, NONE)
+
+
+def _apply_range(index: TraceIndex, state: State, start: int, stop: int) -> None:
+    if stop <= start:
+        return
     c = index.columns
-    kind = int(c.kind[i])
-    pe = int(c.pe[i])
-    state.position = i + 1
-    state.time = int(c.time[i])
-    loc = int(c.loc[i])
-    if loc >= 0 and 0 <= pe < len(state.pes):
-        state.pes[pe].loc = loc
-    if kind == Kind.ISSUE:
-        fut = int(c.fut[i])
-        if fut >= 0:
-            state.live[fut] = ISSUED
-    elif kind in (Kind.CHAN_REQUEST, Kind.CHAN_GRANT, Kind.CHAN_RELEASE):
-        cmd, ch = int(c.cmd[i]), int(c.chan[i])
-        channel = state.channels[ch]
-        if kind == Kind.CHAN_REQUEST:
-            channel.queue.append(cmd)
-            _advance(index, state, cmd, QUEUED)
-        elif kind == Kind.CHAN_GRANT:
+    window = slice(start, stop)
+    cmds = c.cmd[window]
+    futs = c.fut[window]
+    # The future each event's command serves, and whether a wait on each event's
+    # future blocks, looked up for the whole window at once.
+    served_by = _lookup(index.commands.future, cmds).tolist()
+    blocks = _lookup(index.futures.blocks, futs).tolist()
+    pes, channels, live, op_counts = state.pes, state.channels, state.live, state.op_counts
+    for kind, pe, cmd, fut, chan, loc, op, aux, val, served, blocking in zip(
+        c.kind[window].tolist(),
+        c.pe[window].tolist(),
+        cmds.tolist(),
+        futs.tolist(),
+        c.chan[window].tolist(),
+        c.loc[window].tolist(),
+        c.op[window].tolist(),
+        c.aux[window].tolist(),
+        c.val[window].tolist(),
+        served_by,
+        blocks,
+        strict=True,
+    ):
+        p = pes[pe]
+        if loc >= 0:
+            p.loc = loc
+        if kind == _ISSUE:
+            if fut >= 0:
+                live[fut] = ISSUED
+        elif kind == _CHAN_REQUEST:
+            channels[chan].queue.append(cmd)
+            if served in live and live[served] < QUEUED:
+                live[served] = QUEUED
+        elif kind == _CHAN_GRANT:
+            channel = channels[chan]
             if cmd in channel.queue:
                 channel.queue.remove(cmd)
             channel.occupant = cmd
-            _advance(index, state, cmd, TRANSFERRING)
-        elif channel.occupant == cmd:
-            channel.occupant = NONE
-    elif kind == Kind.COMPLETE:
-        _advance(index, state, int(c.cmd[i]), READY)
-    elif kind == Kind.WAIT_BEGIN:
-        fut = int(c.fut[i])
-        if fut in state.live:
-            state.live[fut] = max(state.live[fut], WAITED)
-        p = state.pes[pe]
-        p.status = "stalled" if _stall(index, fut) > 0 else "running"
-        p.future = fut
-    elif kind == Kind.WAIT_END:
-        state.live.pop(int(c.fut[i]), None)
-        p = state.pes[pe]
-        p.status, p.future = "running", NONE
-    elif kind == Kind.OP_LOG:
-        key = (int(c.aux[i]), int(c.op[i]))
-        state.op_counts[key] = state.op_counts.get(key, 0) + 1
-    elif kind in (Kind.SCRATCH_ALLOC, Kind.SCRATCH_FREE):
-        state.pes[pe].scratch = int(c.val[i])
-    elif kind == Kind.KERNEL_START:
-        state.pes[pe].status = "running"
-    elif kind == Kind.KERNEL_END:
-        p = state.pes[pe]
-        p.status, p.future = "done", NONE
-    elif kind == Kind.KERNEL_ERROR:
-        p = state.pes[pe]
-        p.status, p.future = "error", NONE
-    elif kind == Kind.DEADLOCK:
-        p = state.pes[pe]
-        p.status, p.future = "deadlocked", int(c.fut[i])
-
-
-def _advance(index: TraceIndex, state: State, cmd: int, phase: int) -> None:
-    cmds = index.commands
-    if 0 <= cmd < len(cmds.future):
-        fut = int(cmds.future[cmd])
-        if fut in state.live:
-            state.live[fut] = max(state.live[fut], phase)
-
-
-def _stall(index: TraceIndex, fut: int) -> int:
-    futures = index.futures
-    return int(futures.stall[fut]) if 0 <= fut < len(futures.stall) else 0
+            if served in live and live[served] < TRANSFERRING:
+                live[served] = TRANSFERRING
+        elif kind == _CHAN_RELEASE:
+            channel = channels[chan]
+            if channel.occupant == cmd:
+                channel.occupant = NONE
+        elif kind == _COMPLETE:
+            if served in live and live[served] < READY:
+                live[served] = READY
+        elif kind == _WAIT_BEGIN:
+            if fut in live:
+                live[fut] = WAITED
+            p.status = "stalled" if blocking == 1 else "running"
+            p.future = fut
+        elif kind == _WAIT_END:
+            live.pop(fut, None)
+            p.status, p.future = "running", NONE
+        elif kind == _OP_LOG:
+            key = (aux, op)
+            op_counts[key] = op_counts.get(key, 0) + 1
+        elif kind == _SCRATCH_ALLOC or kind == _SCRATCH_FREE:
+            p.scratch = val
+        elif kind == _KERNEL_START:
+            p.status = "running"
+        elif kind == _KERNEL_END:
+            p.status, p.future = "done", NONE
+        elif kind == _KERNEL_ERROR:
+            p.status, p.future = "error", NONE
+        elif kind == _DEADLOCK:
+            p.status, p.future = "deadlocked", fut
+    state.position = stop
+    state.time = int(c.time[stop - 1])
 
 
 def _applied(events: np.ndarray, position: int) -> np.ndarray:
@@ -150,62 +208,61 @@ def _applied(events: np.ndarray, position: int) -> np.ndarray:
 
 def future_phases(index: TraceIndex, position: int, ids: np.ndarray | None = None) -> np.ndarray:
     """Phase code of each future (all, or ``ids``) at ``position``; -1 if not issued yet."""
-    f, cmds = index.futures, index.commands
+    f = index.futures
     ids = np.arange(len(f.cmd)) if ids is None else np.asarray(ids, dtype=np.int64)
-    cmd = f.cmd[ids]
-    known = cmd >= 0
-    cmd = np.where(known, cmd, 0)
-
-    def at(events: np.ndarray) -> np.ndarray:
-        return known & _applied(events, position)
-
     phase = np.full(len(ids), NOT_ISSUED, dtype=np.int8)
+    known = (ids >= 0) & (ids < len(f.cmd))
+    ids = np.where(known, ids, 0)
     for code, events in (
-        (ISSUED, cmds.issue[cmd] if len(cmds.issue) else cmd),
-        (QUEUED, cmds.request[cmd] if len(cmds.issue) else cmd),
-        (TRANSFERRING, cmds.grant[cmd] if len(cmds.issue) else cmd),
-        (READY, cmds.complete[cmd] if len(cmds.issue) else cmd),
+        (ISSUED, f.issue),
+        (QUEUED, f.request),
+        (TRANSFERRING, f.grant),
+        (READY, f.complete),
+        (WAITED, f.wait_begin),
+        (RESOLVED, f.wait_end),
     ):
-        phase[at(events)] = code
-    phase[_applied(f.wait_begin[ids], position)] = WAITED
-    phase[_applied(f.wait_end[ids], position)] = RESOLVED
+        if len(events):
+            # Later phases overwrite earlier ones: the furthest reached wins, so a future
+            # waited on before its data arrived stays waited.
+            phase[known & _applied(events[ids], position)] = code
     return phase
 
 
 def state_at(index: TraceIndex, position: int) -> State:
     """The state after the first ``position`` events, looked up in the index."""
+    position = max(0, min(int(position), index.n_events))
     c = index.columns
     state = initial_state(index)
     state.position = position
     state.time = int(c.time[position - 1]) if position > 0 else 0
     for pe, p in enumerate(state.pes):
         locs = index.pe_loc_events[pe]
-        k = np.searchsorted(locs, position)
+        k = int(np.searchsorted(locs, position))
         if k:
             p.loc = int(c.loc[locs[k - 1]])
         scratch = index.pe_scratch_events[pe]
-        k = np.searchsorted(scratch, position)
+        k = int(np.searchsorted(scratch, position))
         if k:
             p.scratch = int(c.val[scratch[k - 1]])
         status = index.pe_status_events[pe]
-        k = np.searchsorted(status, position)
+        k = int(np.searchsorted(status, position))
         if k:
             _status_from(index, p, int(status[k - 1]))
-    cmds = index.commands
-    for ch, channel in enumerate(state.channels):
-        ids = index.channel_cmds[ch]
-        requested = ids[_applied(cmds.request[ids], position)]
-        granted = _applied(cmds.grant[requested], position)
-        channel.queue = [int(x) for x in requested[~granted]]
-        holding = requested[granted & ~_applied(cmds.release[requested], position)]
+    for channel, table in zip(state.channels, index.channel_tables, strict=True):
+        # Commands released before the position form a prefix (done_by); the rest of
+        # those requested before it are queued or hold the channel.
+        first = int(np.searchsorted(table.done_by, position))
+        last = int(np.searchsorted(table.request, position))
+        if first >= last:
+            continue
+        part = slice(first, last)
+        granted = _applied(table.grant[part], position)
+        released = _applied(table.release[part], position)
+        cmds = table.cmds[part]
+        channel.queue = cmds[~granted].tolist()
+        holding = cmds[granted & ~released]
         channel.occupant = int(holding[-1]) if len(holding) else NONE
-    # Future ids are handed out in issue order, so the issued ones are a prefix.
-    issue_of_future = cmds.issue[index.futures.cmd] if len(cmds.issue) else np.empty(0, int)
-    issued = int(np.count_nonzero(_applied(issue_of_future, position)))
-    ids = np.arange(issued)
-    phases = future_phases(index, position, ids)
-    live = phases < RESOLVED
-    state.live = {int(f): int(ph) for f, ph in zip(ids[live], phases[live], strict=True)}
+    state.live = _live(index, position)
     for key, events in index.op_log_events.items():
         count = int(np.searchsorted(events, position))
         if count:
@@ -213,18 +270,32 @@ def state_at(index: TraceIndex, position: int) -> State:
     return state
 
 
+def _live(index: TraceIndex, position: int) -> dict[int, int]:
+    """Phase by future id of the futures issued and not resolved at ``position``."""
+    t = index.live_table
+    first = int(np.searchsorted(t.resolved_done_by, position))
+    last = int(np.searchsorted(t.resolved_issue, position))
+    resolved = t.resolved[first:last]
+    resolved = resolved[index.futures.wait_end[resolved] >= position]
+    never = t.unresolved[: int(np.searchsorted(t.unresolved_issue, position))]
+    ids = np.sort(np.concatenate([resolved, never]))
+    phases = future_phases(index, position, ids)
+    return dict(zip(ids.tolist(), phases.tolist(), strict=True))
+
+
 def _status_from(index: TraceIndex, p: PEState, i: int) -> None:
     c = index.columns
     kind = int(c.kind[i])
-    if kind == Kind.KERNEL_START or kind == Kind.WAIT_END:
+    if kind == _KERNEL_START or kind == _WAIT_END:
         p.status = "running"
-    elif kind == Kind.WAIT_BEGIN:
+    elif kind == _WAIT_BEGIN:
         fut = int(c.fut[i])
-        p.status = "stalled" if _stall(index, fut) > 0 else "running"
+        blocks = index.futures.blocks
+        p.status = "stalled" if 0 <= fut < len(blocks) and blocks[fut] else "running"
         p.future = fut
-    elif kind == Kind.KERNEL_END:
+    elif kind == _KERNEL_END:
         p.status = "done"
-    elif kind == Kind.KERNEL_ERROR:
+    elif kind == _KERNEL_ERROR:
         p.status = "error"
-    elif kind == Kind.DEADLOCK:
+    elif kind == _DEADLOCK:
         p.status, p.future = "deadlocked", int(c.fut[i])
