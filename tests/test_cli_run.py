@@ -1,0 +1,212 @@
+"""`kbdebug run`: built-in and user scenarios, settings, and what a failed or killed run leaves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from emulator.trace.reader import read_trace
+from kbdebug.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+USER_KERNELS = textwrap.dedent(
+    """
+    import numpy as np
+    from emulator import HardwareConfig, Memory
+    from emulator.scenarios import Scenario
+
+    def failing(tl, ptr):
+        x = tl.load(ptr, (4, 4), "f32")
+        return 1 / 0
+
+    def launch_failing():
+        mem = Memory(1 << 16)
+        ptr = mem.put(np.ones((4, 4), np.float32))
+        return Scenario(kernel=failing, args=(ptr,), grid=(1,), memory=mem)
+
+    def waits_forever(tl):
+        tl.wait(tl.recv_async("right", (4,), "f32"))
+
+    def launch_deadlock(pes=2):
+        return Scenario(kernel=waits_forever, args=(), grid=(pes,), memory=Memory(1024),
+                        config=HardwareConfig(mesh_cols=pes))
+
+    def launch_ok(n=3):
+        mem = Memory(1 << 16)
+        ptr = mem.put(np.arange(16, dtype=np.float32).reshape(4, 4))
+        def kernel(tl, p):
+            for _ in range(n):
+                tl.wait(tl.load_async(p, (4, 4), "f32"))
+        return Scenario(kernel=kernel, args=(ptr,), grid=(1,), memory=mem)
+    """
+)
+
+
+@pytest.fixture
+def user_file(tmp_path) -> Path:
+    path = tmp_path / "my_kernels.py"
+    path.write_text(USER_KERNELS)
+    return path
+
+
+def test_run_builtin_prints_where_the_trace_went_and_its_figures(tmp_path, capsys):
+    out = tmp_path / "d.kbt"
+    assert main(["run", "decode_prefetch", "--set", "n_tiles=4", "-q", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    trace = read_trace(out)
+    assert f"trace:  {out}" in text
+    assert f"{len(trace.events):,} events" in text
+    assert f"{out.stat().st_size:,} bytes" in text
+    assert f"end:    cycle {trace.footer['end_time']:,}" in text
+    assert "stall:" in text and "check:  output matches" in text
+
+
+def test_set_reaches_scenario_parameters_and_hardware_fields(tmp_path, capsys):
+    fast, slow = tmp_path / "fast.kbt", tmp_path / "slow.kbt"
+    assert main(["run", "decode_blocking", "--set", "n_tiles=2", "-q", "-o", str(fast)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "decode_blocking",
+                "--set",
+                "n_tiles=2",
+                "--set",
+                "hbm_latency=2000",
+                "-q",
+                "-o",
+                str(slow),
+            ]
+        )
+        == 0
+    )
+    a, b = read_trace(fast), read_trace(slow)
+    assert a.header["config"]["hbm_latency"] == 500
+    assert b.header["config"]["hbm_latency"] == 2000
+    assert b.footer["end_time"] > a.footer["end_time"]
+
+
+def test_config_file_is_used(tmp_path, capsys):
+    toml = tmp_path / "hw.toml"
+    toml.write_text("[hardware]\ndma_read_channels = 2\n")
+    out = tmp_path / "x.kbt"
+    assert (
+        main(
+            [
+                "run",
+                "decode_prefetch",
+                "--set",
+                "n_tiles=2",
+                "--config",
+                str(toml),
+                "-q",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    kinds = [c["kind"] for c in read_trace(out).header["channels"]]
+    assert kinds.count("dma_read") == 2
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["run", "nope"], "unknown scenario 'nope'"),
+        (["run", "decode_prefetch", "--set", "n_tile=3"], "--set n_tile: not a parameter"),
+        (["run", "decode_prefetch", "--set", "hbm_latency=-1"], '"hbm_latency" must be >= 0'),
+        (["run", "decode_prefetch", "--set", "oops"], "expected KEY=VALUE"),
+        (["run", "missing.py:launch"], "missing.py: no such file"),
+        (["run", "decode_prefetch", "--config", "nowhere.toml"], "nowhere.toml: cannot read"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(argv, needle, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_user_file_scenario_runs_with_its_own_parameters(user_file, tmp_path, capsys):
+    out = tmp_path / "ok.kbt"
+    assert main(["run", f"{user_file}:launch_ok", "--set", "n=5", "-q", "-o", str(out)]) == 0
+    trace = read_trace(out)
+    assert trace.footer["status"] == "ok"
+    assert "my_kernels.py" in trace.sources
+    waits = [e for e in trace.iter_decoded() if e[0].name == "WAIT_END"]
+    assert len(waits) == 5
+
+
+def test_kernel_error_leaves_a_trace_with_an_error_footer(user_file, tmp_path, capsys):
+    out = tmp_path / "bad.kbt"
+    assert main(["run", f"{user_file}:launch_failing", "-q", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "ZeroDivisionError" in err and "my_kernels.py:8" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    trace = read_trace(out)
+    assert trace.footer["status"] == "error"
+    assert trace.footer["error_loc"].line == 8
+
+
+def test_deadlock_leaves_a_trace_with_a_deadlock_footer(user_file, tmp_path, capsys):
+    out = tmp_path / "dead.kbt"
+    assert main(["run", f"{user_file}:launch_deadlock", "-q", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "deadlock at cycle" in err and "PE 0 waits on receive future" in err
+    trace = read_trace(out)
+    assert trace.footer["status"] == "deadlock"
+    assert sum(1 for e in trace.iter_decoded() if e[0].name == "DEADLOCK") == 2
+
+
+def test_run_killed_with_sigkill_leaves_a_readable_prefix(tmp_path):
+    out = tmp_path / "killed.kbt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kbdebug",
+            "run",
+            "decode_prefetch",
+            "--set",
+            "n_tiles=50000",
+            "--set",
+            "tile=16",
+            "--set",
+            "head_dim=16",
+            "--no-check",
+            "-q",
+            "-o",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if out.exists() and out.stat().st_size > 300_000:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the run wrote nothing for 60 s")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    trace = read_trace(out)
+    assert trace.truncated and trace.footer is None
+    assert len(trace.events) > 10_000
+    assert trace.header["launch"]["kernel"] == "decode_prefetch"
+    assert "emulator/kernels/attention.py" in trace.sources
