@@ -248,20 +248,30 @@ _ISSUE_ONLY = tuple(
     _ISSUE_ITEMS.index(3 + field_index(Kind.ISSUE, name)) for name in ("addr", "dtype", "blocking")
 )
 _first = itemgetter(0)
+# The smallest event record: a fixarray header, kind, dt and pe of one byte each.
+MIN_EVENT_BYTES = 4
 
 
 class IndexBuilder:
     """Accumulates event records batch by batch, then builds the TraceIndex.
 
-    Records are converted as they come, so a caller streaming them from the
-    reader never holds more than one batch as Python objects.
+    Records are converted as they come, straight into the columns, so a caller
+    streaming them from the reader never holds more than one batch as Python
+    objects. ``capacity`` is how many events to make room for at once: with an
+    upper bound (see ``capacity_for``) the columns are never copied to grow, and
+    the room never written stays virtual memory, not resident.
     """
 
-    def __init__(self) -> None:
-        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in COLUMNS}
+    def __init__(self, capacity: int = 0) -> None:
+        self._columns = {name: np.empty(capacity, dtype=DTYPES[name]) for name in COLUMNS}
         self._issues: list[np.ndarray] = []
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
+
+    @staticmethod
+    def capacity_for(trace_bytes: int) -> int:
+        """The most events a trace file of ``trace_bytes`` bytes can hold."""
+        return trace_bytes // MIN_EVENT_BYTES + 1
 
     @property
     def count(self) -> int:
@@ -284,7 +294,7 @@ class IndexBuilder:
         others = records
         if len(issue_at):
             at = issue_at.tolist()
-            issues = [records[i] for i in at]
+            issues = itemgetter(*at)(records) if len(at) > 1 else (records[at[0]],)
             others = records.copy()
             for i in at:
                 others[i] = ()
@@ -294,7 +304,12 @@ class IndexBuilder:
         starts = ends - widths
         del others, ends, widths
 
-        cols = {name: np.full(n, NONE, dtype=DTYPES[name]) for name in COLUMNS[1:]}
+        base = self._count
+        self._reserve(n)
+        self._columns["kind"][base : base + n] = kinds
+        cols = {name: self._columns[name][base : base + n] for name in COLUMNS[1:]}
+        for column in cols.values():
+            column.fill(NONE)
         order = np.argsort(kinds, kind="stable")
         bounds = np.searchsorted(kinds[order], np.arange(len(_WIDTH) + 1))
         for kind in np.flatnonzero(np.diff(bounds)).tolist():
@@ -306,13 +321,21 @@ class IndexBuilder:
                 cols[column][where] = flat[first + offset]
         if len(issue_at):
             self._add_issues(issues, issue_at, cols)
-        self._parts["kind"].append(kinds)
-        for name, column in cols.items():
-            self._parts[name].append(column)
         self._count += n
 
+    def _reserve(self, n: int) -> None:
+        """Make room for ``n`` more events, growing the columns by half at least."""
+        room = len(self._columns["kind"])
+        if self._count + n <= room:
+            return
+        room = max(self._count + n, room + room // 2, 1 << 16)
+        for name, column in self._columns.items():
+            grown = np.empty(room, dtype=column.dtype)
+            grown[: self._count] = column[: self._count]
+            self._columns[name] = grown
+
     def _add_issues(
-        self, issues: list[list[Any]], at: np.ndarray, cols: dict[str, np.ndarray]
+        self, issues: tuple[list[Any], ...], at: np.ndarray, cols: dict[str, np.ndarray]
     ) -> None:
         """Fill the columns of a batch's ISSUE records (at ``at``) and add them to the table."""
         m = len(issues)
@@ -337,14 +360,7 @@ class IndexBuilder:
 
     def build(self, trace: Trace) -> TraceIndex:
         """The index, with the header, footer and tables of ``trace`` (its events ignored)."""
-        values = {}
-        for name in COLUMNS:
-            parts = self._parts[name]
-            if not parts:
-                values[name] = np.empty(0, dtype=DTYPES[name])
-            else:
-                values[name] = np.concatenate(parts) if len(parts) > 1 else parts[0]
-            parts.clear()  # each column's batches go as soon as it is whole
+        values = {name: column[: self._count] for name, column in self._columns.items()}
         columns = Columns(**values)
         issues = np.concatenate(self._issues) if self._issues else np.empty((0, 5), np.int64)
         self._issues.clear()

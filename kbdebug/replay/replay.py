@@ -80,7 +80,7 @@ class Replay:
             def on_read(done: int, total: int) -> None:
                 progress(0.95 * done / max(total, 1))
 
-        builder = IndexBuilder()
+        builder = IndexBuilder(IndexBuilder.capacity_for(os.path.getsize(path)))
         trace = read_trace(path, progress=on_read, on_batch=builder.add, keep_events=False)
         index = builder.build(trace)
         if progress is not None:
