@@ -4,7 +4,8 @@
 dataclasses it fills in: it walks ``Trace.events`` once, keeping dictionaries,
 so the index, the checkpoints and ``state_at`` can be checked against it
 position by position. ``write_trace`` records the small runs the tests replay:
-built-in scenarios, a deadlock, a kernel error, and a trace cut short.
+built-in scenarios, a deadlock, a kernel error, a synthetic run and a trace cut
+short.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trace_synth import decode_like_events, record_run
+
 from emulator import DeadlockError, HardwareConfig, KernelError
 from emulator.kernel.runner import run_kernel
 from emulator.scenarios import SCENARIOS
 from emulator.trace.reader import Trace
 from emulator.trace.schema import FIELDS, Kind
+from emulator.trace.writer import TraceWriter
 from kbdebug.replay.state import ChannelState, PEState, State
 
 PAIR = HardwareConfig().replace(mesh_rows=1, mesh_cols=2)
@@ -38,6 +42,13 @@ def failing_kernel(tl):
     tl.wait(tl.recv_async("left", (4,), "f16"))
 
 
+def synthetic_run(path: str) -> None:
+    """A made-up decode run on four PEs whose command and future ids interleave across PEs,
+    so futures are not issued in id order (the emulator's always are)."""
+    with TraceWriter(path) as writer:
+        record_run(writer, decode_like_events(1200, n_pes=4))
+
+
 #: Trace name -> how to record it into a path.
 RUNS = {
     "decode_prefetch": lambda path: SCENARIOS["decode_prefetch"](n_tiles=4).run(trace=path),
@@ -47,6 +58,7 @@ RUNS = {
     "tiled_gemm": lambda path: SCENARIOS["tiled_gemm"](k=256).run(trace=path),
     "deadlock": lambda path: run_kernel(deadlocking_kernel, grid=(2,), config=PAIR, trace=path),
     "error": lambda path: run_kernel(failing_kernel, grid=(2,), config=PAIR, trace=path),
+    "synthetic": synthetic_run,
 }
 
 

@@ -20,8 +20,16 @@ from kbdebug.replay import (
     StalledWait,
 )
 
-TRACES = ["decode_prefetch", "flawed_prefetch", "prefill", "ring_attention", "deadlock",
-          "error", "truncated"]  # fmt: skip
+TRACES = [
+    "decode_prefetch",
+    "flawed_prefetch",
+    "prefill",
+    "ring_attention",
+    "deadlock",
+    "error",
+    "synthetic",
+    "truncated",
+]
 
 
 @pytest.fixture(scope="module")

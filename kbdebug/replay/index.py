@@ -230,12 +230,13 @@ _PLACES = {
     )
     for kind, fields in FIELDS.items()
 }
-# ISSUE records are flattened apart from the others, without their shape (a list, given an
-# id instead): _ISSUE_ITEMS are the record positions taken, in the order of the table.
+# ISSUE records are flattened apart from the others, without their kind (known) and their
+# shape (a list, given an id instead): _ISSUE_ITEMS are the record positions taken, in the
+# order of the table.
 _WIDTH_BUT_ISSUE = _WIDTH.copy()
 _WIDTH_BUT_ISSUE[Kind.ISSUE] = 0
 _SHAPE_AT = 3 + field_index(Kind.ISSUE, "shape")
-_ISSUE_ITEMS = [at for at in range(_WIDTH[Kind.ISSUE]) if at != _SHAPE_AT]
+_ISSUE_ITEMS = [at for at in range(1, _WIDTH[Kind.ISSUE]) if at != _SHAPE_AT]
 _issue_items = itemgetter(*_ISSUE_ITEMS)
 _issue_shape = itemgetter(_SHAPE_AT)
 # Where the columns of an ISSUE come from in that table.

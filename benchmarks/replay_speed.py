@@ -1,0 +1,258 @@
+"""Replay speed and memory on a million-event trace, and open/seek at ten million.
+
+The trace is the depth-2 decode kernel at a large tile count (about 104 events
+a tile), recorded once into benchmarks/_out/ and reused. Figures and goals:
+
+- open (read, validate, index) <= 2 s, and at least 5x faster than
+  ``json.load`` of the same events written as Chrome trace JSON;
+- median seek to a random position <= 20 ms; step (either way) <= 2 ms;
+- continue to the next stalled wait <= 50 ms (the first search included);
+- peak resident memory of a fresh process that only opens the trace <= 300 MB;
+- with ``--ten-million``: open and seek on a ten-million-event trace made by
+  concatenating ten copies of the million-event one (ids and times shifted, so
+  it replays as ten launches back to back on one PE).
+
+    python benchmarks/replay_speed.py [--tiles 9500] [--seeks 200] [--ten-million]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from emulator.scenarios import decode_prefetch  # noqa: E402
+from emulator.trace.reader import read_trace  # noqa: E402
+from emulator.trace.schema import FIELDS  # noqa: E402
+from emulator.trace.writer import TraceWriter  # noqa: E402
+from kbdebug.replay import Replay, StalledWait  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "_out"
+
+
+def decode_trace(tiles: int) -> Path:
+    """The decode_prefetch trace at ``tiles`` tiles, recorded on first use."""
+    path = OUT / f"replay_decode_{tiles}.kbt"
+    if not path.exists():
+        print(f"recording decode_prefetch at {tiles} tiles into {path} ...", flush=True)
+        OUT.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        decode_prefetch(n_tiles=tiles).run(trace=str(partial))
+        partial.rename(path)
+    return path
+
+
+def chrome_json(trace_path: Path) -> Path:
+    """The trace's events as a Chrome-trace-style JSON list, written on first use."""
+    path = trace_path.with_suffix(".json")
+    if not path.exists():
+        print(f"writing {path} ...", flush=True)
+        trace = read_trace(trace_path)
+        out = []
+        for event in trace.iter_decoded():
+            kind = event[0]
+            args = {}
+            for (name, tag), value in zip(FIELDS[kind], event[3:], strict=True):
+                args[name] = str(value) if tag == "loc" and value is not None else value
+            out.append(
+                {
+                    "name": kind.name.lower(),
+                    "ph": "i",
+                    "ts": event[1],
+                    "pid": event[2],
+                    "tid": 0,
+                    "args": args,
+                }
+            )
+        with open(path, "w") as f:
+            json.dump(out, f)
+    return path
+
+
+def concatenated_trace(source: Path, copies: int) -> Path:
+    """``copies`` runs of ``source`` back to back in one trace (ids and times shifted)."""
+    path = OUT / f"{source.stem}_x{copies}.kbt"
+    if path.exists():
+        return path
+    print(f"writing {path} ({copies} copies of {source.name}) ...", flush=True)
+    trace = read_trace(source)
+    events = list(trace.iter_decoded())
+    span = trace.footer["end_time"] + 1
+    shifted = {"cmd": 0, "future": 0, "buffer": 0}
+    for event in events:
+        for (name, _), value in zip(FIELDS[event[0]], event[3:], strict=True):
+            if name in shifted:
+                shifted[name] = max(shifted[name], value + 1)
+    partial = path.with_suffix(".partial")
+    writer = TraceWriter(str(partial))
+    header = {key: trace.header[key] for key in ("config", "mesh", "channels", "launch")}
+    writer.begin(header)
+    for file, text in trace.sources.items():
+        writer.add_source(file, text)
+    first, last = events[0], events[-1]
+    for copy in range(copies):
+        for event in events:
+            kind = event[0]
+            if (event is first and copy) or (event is last and copy < copies - 1):
+                continue  # one kernel start and one end for the whole run
+            fields = list(event[3:])
+            for j, (name, _) in enumerate(FIELDS[kind]):
+                if name in shifted and fields[j] >= 0:
+                    fields[j] += copy * shifted[name]
+            writer.emit(kind, event[1] + copy * span, event[2], *fields)
+    writer.end({"status": "ok", "end_time": copies * span - 1, "error": None, "error_loc": None})
+    partial.rename(path)
+    return path
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    return statistics.median(timed(fn)[0] for _ in range(repeat))
+
+
+def peak_rss_mb(code: str) -> float:
+    """Peak resident memory of a fresh Python running ``code``, in MB.
+
+    Read from VmHWM, the high-water mark of the process's own address space:
+    ru_maxrss would include the benchmark's memory, copied at the fork.
+    """
+    script = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); {code}; "
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    ).stdout
+    return int(out.split()[-2]) / 1024  # "VmHWM:   123456 kB"
+
+
+def report(what: str, value: float, unit: str, goal: str, ok: bool) -> None:
+    print(f"{what:<44} {value:>10.3f} {unit:<3} goal {goal:<12} {'ok' if ok else 'MISSED'}")
+
+
+def seek_figures(replay: Replay, seeks: int, rng: random.Random) -> list[float]:
+    times = []
+    for _ in range(seeks):
+        position = rng.randrange(replay.n_events + 1)
+        times.append(timed(lambda p=position: replay.seek(p))[0])
+    return times
+
+
+def bench_million(path: Path, seeks: int, rng: random.Random) -> None:
+    opens = []
+    for _ in range(3):
+        opens.append(timed(lambda: Replay.open(path))[0])
+        gc.collect()
+    open_s = statistics.median(opens)
+    replay = Replay.open(path)
+    print(f"trace: {path.name}, {replay.n_events:,} events, {path.stat().st_size / 1e6:.1f} MB")
+    report("open (median of 3)", open_s, "s", "<= 2 s", open_s <= 2)
+    reads = [
+        timed(lambda: read_trace(path, on_batch=lambda records: None, keep_events=False))[0]
+        for _ in range(3)
+    ]
+    report("  of which read_trace alone (validation)", statistics.median(reads), "s", "(info)",
+           True)  # fmt: skip
+
+    json_path = chrome_json(path)
+    loads = []
+    for _ in range(3):
+        with open(json_path) as f:
+            loads.append(timed(lambda f=f: json.load(f))[0])
+        gc.collect()
+    json_s = statistics.median(loads)
+    print(f"Chrome JSON: {json_path.stat().st_size / 1e6:.0f} MB, json.load {json_s:.3f} s")
+    report("json.load / open", json_s / open_s, "x", ">= 5x", json_s / open_s >= 5)
+
+    times = seek_figures(replay, seeks, rng)
+    seek_ms = statistics.median(times) * 1e3
+    report(f"seek to a random position (median of {seeks})", seek_ms, "ms", "<= 20 ms",
+           seek_ms <= 20)  # fmt: skip
+    report("  slowest seek", max(times) * 1e3, "ms", "(info)", True)
+
+    forward, backward = [], []
+    for _ in range(seeks):
+        replay.seek(rng.randrange(1, replay.n_events))
+        forward.append(timed(replay.step)[0])
+        backward.append(timed(lambda: replay.step(-1))[0])
+    for name, samples in (("step forward", forward), ("step backward", backward)):
+        ms = statistics.median(samples) * 1e3
+        report(f"{name} (median of {seeks})", ms, "ms", "<= 2 ms", ms <= 2)
+        report(f"  slowest {name}", max(samples) * 1e3, "ms", "(info)", True)
+
+    bp = StalledWait(min_stall=1)
+    replay.seek(rng.randrange(replay.n_events // 2))
+    first_ms = timed(lambda: replay.continue_(breakpoints=[bp]))[0] * 1e3
+    report("continue to next stalled wait (first search)", first_ms, "ms", "<= 50 ms",
+           first_ms <= 50)  # fmt: skip
+    samples = []
+    for _ in range(seeks):
+        replay.seek(rng.randrange(replay.n_events))
+        samples.append(timed(lambda: replay.continue_(breakpoints=[bp]))[0])
+    ms = statistics.median(samples) * 1e3
+    report(f"continue to next stalled wait (median of {seeks})", ms, "ms", "<= 50 ms", ms <= 50)
+    back = []
+    for _ in range(seeks):
+        replay.seek(rng.randrange(replay.n_events))
+        back.append(timed(lambda: replay.continue_(reverse=True, breakpoints=[bp]))[0])
+    ms = statistics.median(back) * 1e3
+    report("reverse continue to a stalled wait (median)", ms, "ms", "<= 50 ms", ms <= 50)
+
+    base = peak_rss_mb("import kbdebug.replay")
+    rss = peak_rss_mb(f"from kbdebug.replay import Replay; Replay.open({str(path)!r})")
+    report("peak RSS of a process that opens the trace", rss, "MB", "<= 300 MB", rss <= 300)
+    report("  of which Python + imports", base, "MB", "(info)", True)
+
+
+def bench_ten_million(path: Path, seeks: int, rng: random.Random) -> None:
+    seconds, replay = timed(lambda: Replay.open(path))
+    print(f"trace: {path.name}, {replay.n_events:,} events, {path.stat().st_size / 1e6:.0f} MB")
+    report("open at ten million", seconds, "s", "(info)", True)
+    times = seek_figures(replay, seeks, rng)
+    ms = statistics.median(times) * 1e3
+    report(f"seek at ten million (median of {seeks})", ms, "ms", "<= 20 ms", ms <= 20)
+    forward = []
+    for _ in range(seeks):
+        replay.seek(rng.randrange(1, replay.n_events))
+        forward.append(timed(lambda: replay.step(-1))[0])
+    ms = statistics.median(forward) * 1e3
+    report(f"step backward at ten million (median of {seeks})", ms, "ms", "<= 2 ms", ms <= 2)
+    bp = StalledWait()
+    replay.seek(0)
+    ms = timed(lambda: replay.continue_(breakpoints=[bp]))[0] * 1e3
+    report("continue to a stalled wait at ten million", ms, "ms", "<= 50 ms", ms <= 50)
+    rss = peak_rss_mb(f"from kbdebug.replay import Replay; Replay.open({str(path)!r})")
+    report("peak RSS opening ten million", rss, "MB", "(info)", True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiles", type=int, default=9500)
+    parser.add_argument("--seeks", type=int, default=200)
+    parser.add_argument("--ten-million", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    path = decode_trace(args.tiles)
+    bench_million(path, args.seeks, rng)
+    if args.ten_million:
+        bench_ten_million(concatenated_trace(path, 10), args.seeks, rng)
+
+
+if __name__ == "__main__":
+    main()
