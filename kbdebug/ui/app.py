@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
@@ -89,6 +90,9 @@ _DEBUGGER_ACTIONS = {key.action.split("(")[0] for key in KEYS} - {
     "command_palette",
 }
 
+#: Terminal width from which the futures table gets most of the middle row.
+WIDE_COLUMNS = 140
+
 #: What a future's lifecycle event is called, by event kind.
 _LIFECYCLE = {
     Kind.ISSUE: "issued",
@@ -105,28 +109,31 @@ class KbdebugApp(App[int]):
     """Open a trace (in a worker, with a progress bar) and debug it, one key per move."""
 
     TITLE = "kbdebug"
-    CSS_PATH = "app.tcss"
+    # Absolute, so subclasses in other directories (benchmarks, tests) find it too.
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     COMMANDS = App.COMMANDS | {DebuggerCommands}
     BINDINGS = [
         Binding(key.key, key.action, key.short, show=key.footer, tooltip=key.long) for key in KEYS
     ]
 
-    position = reactive(0, init=False)
+    # Plain vars: the panes bound to them repaint themselves; an App reactive would
+    # repaint the whole screen on every move.
+    position = var(0, init=False)
     """Events applied: the current event is ``position - 1`` (0 is before the first)."""
 
-    focused_pe = reactive(0, init=False)
+    focused_pe = var(0, init=False)
     """The PE whose source line is shown and whose tl calls n/N step through."""
 
-    selected_future = reactive(-1, init=False)
+    selected_future = var(-1, init=False)
     """The future highlighted in the table and on the timeline; f/F follow it."""
 
-    status = reactive("loading", init=False)
+    status = var("loading", init=False)
     """The run state in the header: paused, stopped at a breakpoint (which), or why not."""
 
-    breaks = reactive("", init=False)
+    breaks = var("", init=False)
     """Summary of the enabled breakpoints, for the header."""
 
-    breakpoint_generation = reactive(0, init=False)
+    breakpoint_generation = var(0, init=False)
     """Bumped whenever breakpoints change so the source marks are redrawn."""
 
     def __init__(self, path: str | None = None, replay: Replay | None = None) -> None:
@@ -184,7 +191,11 @@ class KbdebugApp(App[int]):
                 yield FindingsView(id="findings")
         yield Footer(compact=True, show_command_palette=False)
 
+    def on_resize(self) -> None:
+        self.screen.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
+
     def on_mount(self) -> None:
+        self.screen.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
         if self.replay is None:
             self.load(self.path)
         else:
@@ -237,7 +248,7 @@ class KbdebugApp(App[int]):
 
     def on_trace_load_failed(self, message: TraceLoadFailed) -> None:
         self.load_error = message.error
-        self.exit(2)
+        self.exit(return_code=2)
 
     @work(thread=True, group="findings")
     def compute_findings(self, replay: Replay) -> None:
@@ -275,8 +286,10 @@ class KbdebugApp(App[int]):
             return False
         return True
 
-    def watch_selected_future(self) -> None:
-        self.refresh_bindings()
+    def watch_selected_future(self, old: int, new: int) -> None:
+        # Only whether f/F apply can change; refreshing bindings rebuilds the footer.
+        if (old < 0) != (new < 0):
+            self.refresh_bindings()
 
     def move_to(self, position: int, status: str = "paused", focus_event: bool = False) -> None:
         """Make ``position`` (events applied) the cursor and update every pane."""

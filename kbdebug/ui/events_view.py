@@ -94,13 +94,15 @@ class EventsView(RowView):
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
         current = row == self.position - 1
         if current:
-            base = base + self.get_component_rich_style("events-view--current")
+            base = base + self.component_style("events-view--current")
         c = self.replay.index.columns
         kind = Kind(int(c.kind[row]))
         style = base
         name = _KIND_CLASS.get(kind)
         if name is not None:
-            style = base + self.get_component_rich_style(f"events-view--{name}")
+            style = base + self.component_style(f"events-view--{name}")
         if self.selected_future >= 0 and int(c.fut[row]) == self.selected_future:
-            style = style + self.get_component_rich_style("events-view--future")
-        return [Segment("▶" if current else " ", base), Segment(self.line(row), style)]
+            style = style + self.component_style("events-view--future")
+        text = self.line(row)
+        pad = " " * max(width - 1 - len(text), 0)
+        return [Segment("▶" if current else " ", base), Segment(text, style), Segment(pad, base)]

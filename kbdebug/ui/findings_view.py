@@ -41,20 +41,20 @@ class FindingsView(RowView):
         finding = self.findings[row]
         where = f"{short_loc(finding.loc)} PE{finding.pe}" if finding.loc else f"PE{finding.pe}"
         cost = f" ~{cycles(finding.cycles)} cycles" if finding.cycles else ""
-        rule = base + self.get_component_rich_style("findings-view--rule")
+        rule = base + self.component_style("findings-view--rule")
         return [
             Segment(f" {finding.rule:<6}", rule),
             Segment(f"{where:<22} {finding.message}{cost}  ", base),
             Segment(
                 f"→ {finding.suggestion}",
-                base + self.get_component_rich_style("findings-view--suggestion"),
+                base + self.component_style("findings-view--suggestion"),
             ),
         ]
 
     def render_line(self, y: int) -> Strip:
         if not self.row_count():
             text = self.note if y == 0 else ""
-            style = self.rich_style + self.get_component_rich_style("rowview--dim")
+            style = self.base_style + self.component_style("rowview--dim")
             return Strip([Segment(f" {text}", style)]).adjust_cell_length(self.size.width, style)
         return super().render_line(y)
 

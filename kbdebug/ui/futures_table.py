@@ -158,9 +158,9 @@ class FuturesTable(RowView):
         f, k = index.futures, index.commands
         cmd = int(f.cmd[row])
         if row == self.selected_future:
-            base = base + self.get_component_rich_style("futures-table--selected")
+            base = base + self.component_style("futures-table--selected")
         phase = self._phase(row)
-        dim = base + self.get_component_rich_style("rowview--dim")
+        dim = base + self.component_style("rowview--dim")
         events, times = self._events[row], self._times[row]
         stall = int(f.stall[row])
 
@@ -182,7 +182,7 @@ class FuturesTable(RowView):
             "resolved": when(4),
             "stall": (
                 cycles(stall) if stall else "",
-                base + self.get_component_rich_style("futures-table--stall"),
+                base + self.component_style("futures-table--stall"),
             ),
             "phase": self._phase_cell(phase, base),
         }
@@ -196,8 +196,8 @@ class FuturesTable(RowView):
 
     def _phase_cell(self, phase: int, base: Style) -> tuple[str, Style]:
         if phase < 0:
-            return "not issued", base + self.get_component_rich_style("rowview--dim")
+            return "not issued", base + self.component_style("rowview--dim")
         name = PHASES[phase]
         if name == "resolved":
-            return name, base + self.get_component_rich_style("futures-table--resolved")
-        return name, base + self.get_component_rich_style("futures-table--pending")
+            return name, base + self.component_style("futures-table--resolved")
+        return name, base + self.component_style("futures-table--pending")

@@ -14,6 +14,8 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from kbdebug.ui.styles import component_style
+
 
 class RowView(Widget, can_focus=True):
     """A virtual list: rows ``top`` .. ``top + height`` drawn by ``render_row``, one cursor row."""
@@ -62,6 +64,11 @@ class RowView(Widget, can_focus=True):
     #: Whether the first screen line is a column header that does not scroll.
     HAS_HEADER = False
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._cached_component_styles: dict[str, Style] = {}
+        self._cached_base_style: Style | None = None
+
     def row_count(self) -> int:
         """How many rows there are."""
         raise NotImplementedError
@@ -102,19 +109,38 @@ class RowView(Widget, can_focus=True):
             else:
                 self.top = row - page // 2
 
+    def component_style(self, name: str) -> Style:
+        """What component class ``name`` sets (see styles.component_style), cached."""
+        style = self._cached_component_styles.get(name)
+        if style is None:
+            style = self._cached_component_styles[name] = component_style(self, name)
+        return style
+
+    @property
+    def base_style(self) -> Style:
+        """The widget's own style (``rich_style``), cached until the styles change."""
+        if self._cached_base_style is None:
+            self._cached_base_style = self.rich_style
+        return self._cached_base_style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cached_component_styles.clear()
+        self._cached_base_style = None
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.rich_style
+        base = self.base_style
         if self.HAS_HEADER:
             if y == 0:
-                style = base + self.get_component_rich_style("rowview--header")
+                style = base + self.component_style("rowview--header")
                 return self._fit(self.render_header(width, style), width, style)
             y -= 1
         row = self.top + y
         if row >= self.row_count():
             return Strip.blank(width, base)
         if row == self.cursor:
-            base = base + self.get_component_rich_style("rowview--cursor")
+            base = base + self.component_style("rowview--cursor")
         return self._fit(self.render_row(row, width, base), width, base)
 
     @staticmethod

@@ -141,19 +141,19 @@ class SourceView(RowView):
         here = self.current_line
         is_current = here is not None and here == (self.file, line)
         if is_current:
-            base = base + self.get_component_rich_style("source-view--current")
+            base = base + self.component_style("source-view--current")
         marks = self._breakpoint_lines()
         mark = {True: "●", False: "○"}.get(marks.get(line), " ") if line in marks else " "
         stall = self._stalls.get(self.focused_pe, {}).get((self.file, line), 0)
-        gutter = base + self.get_component_rich_style("source-view--gutter")
+        gutter = base + self.component_style("source-view--gutter")
         digits = len(str(self.row_count()))
         segments = [
             Segment(f"{line:>{digits}} ", gutter),
-            Segment(mark, base + self.get_component_rich_style("source-view--breakpoint")),
+            Segment(mark, base + self.component_style("source-view--breakpoint")),
             Segment("▶" if is_current else " ", base + Style(bold=True)),
             Segment(
                 f"{cycles(stall, 5) if stall else '':>5}",
-                base + self.get_component_rich_style("source-view--stall"),
+                base + self.component_style("source-view--stall"),
             ),
             Segment("│ ", gutter),
         ]

@@ -23,6 +23,7 @@ from kbdebug.replay import Replay
 from kbdebug.ui import lanes as L
 from kbdebug.ui.messages import CycleClicked
 from kbdebug.ui.queries import cycles
+from kbdebug.ui.styles import component_style
 
 _GLYPHS = {
     L.IDLE: " ",
@@ -231,15 +232,21 @@ class Timeline(Widget, can_focus=True):
             self._strips_key = key
         if y < len(self._strips):
             return self._strips[y]
-        return Strip.blank(self.size.width, self.rich_style)
+        return Strip.blank(self.size.width, self._base())
 
     def _style(self, fg: int, bg: int) -> Style:
         style = self._styles.get((fg, bg))
         if style is None:
-            style = self.rich_style + self.get_component_rich_style(f"timeline--{_FG[fg]}")
+            style = self._base() + component_style(self, f"timeline--{_FG[fg]}")
             if bg:
-                style += self.get_component_rich_style(f"timeline--{_BG[bg]}")
+                style += component_style(self, f"timeline--{_BG[bg]}")
             self._styles[(fg, bg)] = style
+        return style
+
+    def _base(self) -> Style:
+        style = self._styles.get((-1, -1))
+        if style is None:
+            style = self._styles[(-1, -1)] = self.rich_style
         return style
 
     def _lane_cells(self, edges: np.ndarray) -> dict[int, np.ndarray]:
@@ -281,7 +288,7 @@ class Timeline(Widget, can_focus=True):
             label_fg = _FG.index("label-focused" if lane.pe == self.focused_pe else "label")
             segments = [Segment(lane.label.ljust(self.label_width), self._style(label_fg, 0))]
             segments += self._runs(codes, fg, lane_bg)
-            strips.append(Strip(segments, width).adjust_cell_length(width, self.rich_style))
+            strips.append(Strip(segments, width).adjust_cell_length(width, self._base()))
         return strips
 
     def _columns(self, start: float, end: float) -> tuple[int, int]:
@@ -330,7 +337,7 @@ class Timeline(Widget, can_focus=True):
         cuts = [0, *(np.flatnonzero(np.diff(bg)) + 1).tolist(), plot]
         for a, b in zip(cuts, cuts[1:], strict=False):
             segments.append(Segment("".join(chars[a:b]), self._style(axis, int(bg[a]))))
-        return Strip(segments).adjust_cell_length(width, self.rich_style)
+        return Strip(segments).adjust_cell_length(width, self._base())
 
 
 def _nice_step(raw: float) -> float:

@@ -1,0 +1,104 @@
+"""Timeline lanes: what each column shows, checked against a cycle-by-cycle count."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_ui_traces import fresh
+
+from emulator.trace.schema import Kind
+from kbdebug.ui import lanes as L
+
+
+@st.composite
+def intervals(draw):
+    """Non-overlapping [start, end) intervals in 0..200, in random order."""
+    cuts = sorted(draw(st.sets(st.integers(0, 200), min_size=0, max_size=20)))
+    pairs = [(a, b) for a, b in zip(cuts[::2], cuts[1::2], strict=False) if b > a]
+    draw(st.randoms()).shuffle(pairs)
+    return pairs
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairs=intervals(), width=st.integers(1, 50), start=st.integers(0, 50))
+def test_busy_fraction_of_a_column_is_the_share_of_its_cycles_covered(pairs, width, start):
+    busy = L.Intervals(
+        np.array([a for a, _ in pairs], dtype=np.int64),
+        np.array([b for _, b in pairs], dtype=np.int64),
+        np.arange(len(pairs)),
+    )
+    edges = np.linspace(start, start + 150, width + 1)
+    covered = np.zeros(400, dtype=bool)
+    for a, b in pairs:
+        covered[a:b] = True
+    fine = np.arange(0, 400, 0.25)  # four samples per cycle
+    on = covered[np.floor(fine).astype(int)]
+    for k in range(width):
+        inside = (fine >= edges[k]) & (fine < edges[k + 1])
+        if inside.sum() >= 8:
+            assert abs(busy.fraction(edges)[k] - on[inside].mean()) < 0.2
+
+
+def test_an_interval_inside_one_column_still_shows():
+    busy = L.Intervals(np.array([10]), np.array([11]), np.array([0]))
+    cells = L.ChannelLane(0, "rd0", "dma_read", 0, busy=busy).cells(np.array([0.0, 100.0, 200.0]))
+    assert cells.tolist() == [L.LIGHT, L.IDLE]
+
+
+def test_flawed_prefetch_has_kernel_read_write_gemm_math_and_scratch_lanes():
+    data = L.build_timeline(fresh("flawed_prefetch"))
+    assert [(lane.kind, lane.label.strip()) for lane in data.lanes] == [
+        ("kernel", "PE0 kernel"),
+        ("dma_read", "rd0"),
+        ("dma_write", "wr0"),
+        ("gemm", "gemm"),
+        ("math", "math"),
+        ("scratch", "scratch"),
+    ]
+
+
+def test_kernel_lane_is_stalled_exactly_during_stalled_waits():
+    replay = fresh("flawed_prefetch")
+    data = L.build_timeline(replay)
+    kernel = data.lanes[0]
+    c, f = replay.index.columns, replay.index.futures
+    future = int(np.flatnonzero(f.stall > 500)[0])
+    begin, end = int(c.time[f.wait_begin[future]]), int(c.time[f.wait_end[future]])
+    edges = np.arange(begin, end + 1, dtype=np.float64)  # one cycle per column
+    assert set(kernel.cells(edges).tolist()) == {L.STALLED}
+    assert kernel.cells(np.array([end, end + 1.0])).tolist() != [L.STALLED]
+
+
+def test_read_channel_is_full_while_a_load_holds_it():
+    replay = fresh("flawed_prefetch")
+    data = L.build_timeline(replay)
+    k, time = replay.index.commands, replay.index.columns.time
+    load = int(np.flatnonzero(k.grant >= 0)[0])
+    grant, release = int(time[k.grant[load]]), int(time[k.release[load]])
+    lane = next(lane for lane in data.lanes if lane.channel == int(k.channel[load]))
+    assert set(lane.cells(np.arange(grant, release + 1, dtype=np.float64)).tolist()) == {L.FULL}
+
+
+def test_scratch_lane_peaks_where_the_level_peaks():
+    replay = fresh("flawed_prefetch")
+    lane = L.build_timeline(replay).lanes[-1]
+    c = replay.index.columns
+    scratch = np.flatnonzero((c.kind == Kind.SCRATCH_ALLOC) | (c.kind == Kind.SCRATCH_FREE))
+    peak = scratch[np.argmax(c.val[scratch])]
+    whole = lane.cells(np.array([0.0, float(replay.end_time + 1)]))
+    assert whole.tolist() == [L.LEVEL + 8]
+    before = lane.cells(np.array([0.0, float(c.time[scratch[0]])]))
+    assert before.tolist() == [L.LEVEL]
+    assert c.val[peak] == lane.capacity
+
+
+def test_future_span_runs_from_issue_to_resolution_on_its_pe_and_channel():
+    replay = fresh("flawed_prefetch")
+    f, k, time = replay.index.futures, replay.index.commands, replay.index.columns.time
+    cmd = int(f.cmd[1])
+    pe, issue, resolve, grant, release, channel = L.future_span(replay, 1)
+    assert (pe, channel) == (int(k.pe[cmd]), int(k.channel[cmd]))
+    assert issue == time[k.issue[cmd]] and resolve == time[f.wait_end[1]]
+    assert issue <= grant <= release <= resolve
+    assert L.future_span(replay, -1) is None

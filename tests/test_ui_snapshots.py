@@ -1,0 +1,29 @@
+"""How the main screen looks, stopped at a stalled wait, at 80x24 and 160x48."""
+
+from __future__ import annotations
+
+from test_ui_traces import fresh
+
+from kbdebug.ui import KbdebugApp
+
+
+async def _stop_at_second_stalled_wait(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.press("w", "c", "c")
+    await pilot.pause()
+
+
+def test_main_screen_80x24(snap_compare):
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_stop_at_second_stalled_wait)
+
+
+def test_main_screen_160x48(snap_compare):
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    assert snap_compare(app, terminal_size=(160, 48), run_before=_stop_at_second_stalled_wait)
+
+
+def test_main_screen_of_four_pes_160x48(snap_compare):
+    app = KbdebugApp(replay=fresh("prefill"))
+    assert snap_compare(app, terminal_size=(160, 48), run_before=_stop_at_second_stalled_wait)

@@ -1,0 +1,72 @@
+"""Traces the UI tests open, recorded once per session by the emulator, and checks of them."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+import pytest
+
+from emulator.config import HardwareConfig
+from emulator.errors import EmulatorError
+from emulator.kernel.runner import run_kernel
+from emulator.scenarios import SCENARIOS
+from kbdebug.replay import Replay
+
+
+def deadlocked(tl):
+    """Two PEs each wait for a message the other never sends."""
+    f = tl.load_async(0, (8, 8), "f16")
+    tl.wait(f)
+    r = tl.recv_async("right", (8,), "f32")
+    tl.wait(r)
+
+
+def failing(tl):
+    """A kernel that raises after one load."""
+    f = tl.load_async(0, (8, 8), "f16")
+    tl.wait(f)
+    raise ValueError("boom")
+
+
+@functools.cache
+def _directory() -> str:
+    return tempfile.mkdtemp(prefix="kbdebug-ui-tests-")
+
+
+@functools.cache
+def trace(name: str) -> str:
+    """The path of a trace: a built-in scenario, ``deadlock``, ``error`` or ``truncated``."""
+    path = os.path.join(_directory(), f"{name}.kbt")
+    if name in SCENARIOS:
+        SCENARIOS[name]().run(trace=path)
+    elif name == "deadlock":
+        config = HardwareConfig().replace(mesh_rows=1, mesh_cols=2)
+        with pytest.raises(EmulatorError):
+            run_kernel(deadlocked, (), (2,), None, config, trace=path)
+    elif name == "error":
+        with pytest.raises(EmulatorError):
+            run_kernel(failing, (), (1,), None, HardwareConfig(), trace=path)
+    elif name == "truncated":
+        with open(trace("flawed_prefetch"), "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+    else:
+        raise KeyError(name)
+    return path
+
+
+def fresh(name: str) -> Replay:
+    """A new Replay (its own position and breakpoints) of trace ``name``."""
+    return Replay.open(trace(name))
+
+
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [("flawed_prefetch", "ok"), ("deadlock", "deadlock"), ("error", "error"),
+     ("truncated", "truncated")],
+)  # fmt: skip
+def test_each_trace_ends_as_its_name_says(name, status):
+    assert fresh(name).status == status
