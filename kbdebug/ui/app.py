@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import var
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
 
 from emulator.trace.schema import Kind
@@ -39,6 +39,7 @@ from kbdebug.ui.messages import (
 )
 from kbdebug.ui.palette import DebuggerCommands
 from kbdebug.ui.prompt import PromptScreen
+from kbdebug.ui.rowview import RowView
 from kbdebug.ui.source_view import SourceView
 from kbdebug.ui.timeline import Timeline
 
@@ -259,6 +260,12 @@ class KbdebugApp(App[int]):
             self.post_message(FindingsComputed([], f"findings unavailable: {e!r}"))
             return
         self.post_message(FindingsComputed(list(findings)))
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        # A tab the user switches to gets the keyboard, so Enter acts at once.
+        if isinstance(self.focused, Tabs):
+            for view in event.pane.query(RowView):
+                view.focus()
 
     def on_findings_computed(self, message: FindingsComputed) -> None:
         self.findings = message.findings

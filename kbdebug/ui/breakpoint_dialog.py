@@ -40,10 +40,26 @@ class BreakpointDialog(ModalScreen[bool]):
     BreakpointDialog OptionList {
         height: auto;
         max-height: 12;
-        min-height: 3;
+        min-height: 1;
+        border: none;
+        padding: 0;
+    }
+    BreakpointDialog OptionList:focus {
+        border: none;
     }
     BreakpointDialog Input {
         margin: 1 0 0 0;
+        border: none;
+        height: 1;
+        padding: 0 1;
+        background: $boost;
+    }
+    BreakpointDialog Input:focus {
+        border: none;
+        background: $accent 20%;
+    }
+    BreakpointDialog Label {
+        width: 100%;
     }
     BreakpointDialog .hint {
         color: $text-muted;

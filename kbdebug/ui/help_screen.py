@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-INTRO = """\
-[b]kbdebug[/b]: step through a kernel's trace both ways, as in gdb's single-key mode:
-lower case moves forward, upper case backward. The cursor is the current event;
-the timeline shows each PE's kernel (━ running, █ stalled in tl.wait), its
-channels (░▒▓█ busy share of the column) and its scratch level.
-"""
+INTRO = (
+    "[b]kbdebug[/b] steps through a kernel's trace both ways, as gdb's single-key mode does: "
+    "lower case moves forward, upper case backward. The cursor is the current event. The "
+    "timeline shows each PE's kernel (━ running, █ stalled in a tl.wait), each channel "
+    "(░▒▓█: how busy it is in that column) and the scratch level; the selected future's "
+    "span is highlighted. Tab moves between panes; arrows scroll them, Enter acts.\n"
+)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -45,10 +47,15 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         width = max((len(key) for key, _ in self.keys), default=4) + 2
-        rows = "\n".join(f"[b $accent]{key.ljust(width)}[/]{text}" for key, text in self.keys)
+        text = Text.from_markup(INTRO)
+        text.append("\n")
+        for key, description in self.keys:
+            text.append(key.ljust(width), style="bold")
+            text.append(description + "\n")
+        text.append("\nEsc, q or ? closes this.", style="dim")
         with VerticalScroll() as scroll:
             scroll.border_title = "Keys"
-            yield Static(INTRO + "\n" + rows + "\n\n[dim]Esc, q or ? closes this.[/dim]")
+            yield Static(text)
 
     def action_close(self) -> None:
         self.dismiss(None)

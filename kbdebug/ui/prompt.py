@@ -20,7 +20,7 @@ class PromptScreen(ModalScreen[str | None]):
         background: $background 0%;
     }
     PromptScreen > Horizontal {
-        height: 3;
+        height: 2;
         width: 100%;
         background: $panel;
         border-top: solid $accent;
@@ -32,7 +32,7 @@ class PromptScreen(ModalScreen[str | None]):
         color: $accent;
         text-style: bold;
     }
-    PromptScreen Input {
+    PromptScreen Input, PromptScreen Input:focus {
         border: none;
         height: 1;
         width: 1fr;
