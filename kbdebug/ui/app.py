@@ -394,8 +394,7 @@ class KbdebugApp(App[int]):
             return
         replay = self.replay
         if what == "cycle":
-            replay.seek_time(value)
-            self._moved(f"at cycle {value}")
+            self.seek_cycle(value)
             return
         if value >= replay.n_events:
             self._refuse(f"no event #{value}: the trace has #0 to #{replay.n_events - 1}")
@@ -514,8 +513,12 @@ class KbdebugApp(App[int]):
     # --- messages from the panes ---------------------------------------------------------
 
     def on_cycle_clicked(self, message: CycleClicked) -> None:
-        self.replay.seek_time(message.cycle)
-        self._moved(f"at cycle {message.cycle}")
+        self.seek_cycle(message.cycle)
+
+    def seek_cycle(self, cycle: int) -> None:
+        """Go to just after the last event at or before ``cycle``."""
+        self.replay.seek_time(cycle)
+        self._moved(f"at cycle {cycle}")
 
     def on_seek_requested(self, message: SeekRequested) -> None:
         self.move_to(message.event + 1, f"at event #{message.event}", focus_event=True)
