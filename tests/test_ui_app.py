@@ -16,6 +16,7 @@ from kbdebug.ui.findings_view import FindingsView
 from kbdebug.ui.futures_table import FuturesTable
 from kbdebug.ui.header import StatusHeader
 from kbdebug.ui.help_screen import HelpScreen
+from kbdebug.ui.lanes import future_span
 from kbdebug.ui.loading import LoadingPanel
 from kbdebug.ui.prompt import PromptScreen
 from kbdebug.ui.source_view import SourceView
@@ -359,6 +360,21 @@ async def test_plus_and_minus_zoom_the_timeline_and_angle_brackets_pan():
         assert timeline.view_span == full
 
 
+async def test_z_zooms_to_the_selected_futures_span_and_Z_to_the_whole_trace():
+    replay = fresh("flawed_prefetch")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        timeline = app.query_one(Timeline)
+        full = timeline.view_span
+        await pilot.press("w", "c", "c", "z")
+        _, issue, resolve, *_ = future_span(replay, app.selected_future)
+        assert timeline.view_start < issue and resolve < timeline.view_start + timeline.view_span
+        assert timeline.view_span == pytest.approx(3 * (resolve - issue))
+        await pilot.press("Z")
+        assert (timeline.view_start, timeline.view_span) == (0, full)
+
+
 async def test_timeline_follows_the_cursor_when_zoomed_in():
     replay = fresh("flawed_prefetch")
     app = KbdebugApp(replay=replay)
@@ -459,7 +475,7 @@ async def test_question_mark_lists_every_key_and_closes():
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.keys)
         for key in ("s", "S", "n", "N", "c", "C", "w", "b", "B", "f", "F", "g", "G", ":", "[",
-                    "]", "+", "-", "/", "m", "'", "?", "q", "^p"):  # fmt: skip
+                    "]", "+", "-", "z", "Z", "<", ">", "/", "m", "'", "?", "q", "^p"):  # fmt: skip
             assert key in keys, key
         await pilot.press("s")  # keys do not reach the debugger under the help
         assert app.position == 0

@@ -24,7 +24,7 @@ from kbdebug.ui.findings_view import FindingsView
 from kbdebug.ui.futures_table import FuturesTable
 from kbdebug.ui.header import StatusHeader
 from kbdebug.ui.help_screen import HelpScreen
-from kbdebug.ui.lanes import TimelineData, build_timeline
+from kbdebug.ui.lanes import TimelineData, build_timeline, future_span
 from kbdebug.ui.loading import LoadingPanel
 from kbdebug.ui.messages import (
     CycleClicked,
@@ -76,6 +76,8 @@ KEYS = (
     Key("slash", "search", "search", "Search events (kind, pe2, future 12, file.py:86, op)"),
     Key("plus,equals_sign", "zoom(1)", "zoom in", "Zoom the timeline in", False),
     Key("minus", "zoom(-1)", "zoom out", "Zoom the timeline out", False),
+    Key("z", "zoom_future", "zoom future", "Zoom the timeline to the selected future", False),
+    Key("Z", "zoom_all", "whole trace", "Zoom the timeline out to the whole trace", False),
     Key("less_than_sign", "pan(-1)", "pan left", "Pan the timeline left", False),
     Key("greater_than_sign", "pan(1)", "pan right", "Pan the timeline right", False),
     Key("m", "mark", "mark", "Mark this position", False),
@@ -285,7 +287,7 @@ class KbdebugApp(App[int]):
             return True
         if self.replay is None:
             return False
-        if action == "future_event" and self.selected_future < 0:
+        if action in ("future_event", "zoom_future") and self.selected_future < 0:
             return None
         if action == "jump_mark" and self.mark is None:
             return False
@@ -442,6 +444,16 @@ class KbdebugApp(App[int]):
 
     def action_zoom(self, direction: int) -> None:
         self.query_one(Timeline).zoom(2.0 if direction > 0 else 0.5)
+
+    def action_zoom_future(self) -> None:
+        span = future_span(self.replay, self.selected_future)
+        if span is None:
+            self._refuse("no future selected: pick one in the futures table")
+            return
+        self.query_one(Timeline).fit(span[1], span[2])
+
+    def action_zoom_all(self) -> None:
+        self.query_one(Timeline).show_all()
 
     def action_pan(self, direction: int) -> None:
         self.query_one(Timeline).pan(0.25 * direction)

@@ -160,6 +160,16 @@ class Timeline(Widget, can_focus=True):
         self.view_span = self.view_span / factor
         self.view_start = anchor - left * self.view_span
 
+    def fit(self, start: float, end: float) -> None:
+        """Show cycles ``start`` .. ``end`` in the middle third of the plot."""
+        self.view_span = 3.0 * max(end - start, 1.0)
+        self.view_start = start - (self.view_span - (end - start)) / 2
+
+    def show_all(self) -> None:
+        """Zoom out to the whole trace."""
+        self.view_span = float(max(self.data.end_time, 1) + 1)
+        self.view_start = 0.0
+
     def pan(self, fraction: float) -> None:
         """Move the view by ``fraction`` of its width."""
         self.view_start = self.view_start + fraction * self.view_span
