@@ -252,7 +252,9 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
         return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} waits {stall} cycles"
     text = replay.describe(i).split(" ", 3)[-1]
     text = text.rsplit(" at ", 1)[0] if loc is not None else text
-    return f"stopped at {bp.describe(replay)}{where}: PE {pe} {text}"
+    if isinstance(bp, SourceLine) and loc is not None:
+        return f"stopped at breakpoint {short_loc(loc)}: PE {pe} {text}"
+    return f"stopped at {bp.describe(replay)}: PE {pe} {text}{where}"
 
 
 def breakpoint_summary(replay: Replay) -> str:

@@ -97,8 +97,7 @@ class SourceView(RowView):
         if here is None:
             return
         file, line = here
-        if file in self.replay.index.sources or not self.replay.index.sources:
-            self.file = file
+        self.file = file  # a file not embedded shows a note saying so
         self.cursor = line - 1
         self.show_row(self.cursor)
 
