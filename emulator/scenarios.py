@@ -57,6 +57,42 @@ def _qkv(rng, q_rows: int, kv_rows: int, head_dim: int):
     return q, k, v
 
 
+def _attention(
+    kernel,
+    description: str,
+    *,
+    q_rows: int,
+    kv_rows: int,
+    head_dim: int,
+    sizes: tuple,
+    grid: tuple[int, ...],
+    seed: int,
+    config: HardwareConfig,
+) -> Scenario:
+    """Random Q, K, V in HBM, room for O, and a check of O against the numpy reference.
+
+    The kernel is called as ``kernel(tl, q_ptr, k_ptr, v_ptr, o_ptr, *sizes)``.
+    """
+    rng = np.random.default_rng(seed)
+    q, k, v = _qkv(rng, q_rows, kv_rows, head_dim)
+    mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
+    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
+    o_ptr = mem.alloc(q.nbytes)
+
+    def check(memory: Memory) -> None:
+        _close(kernel.__name__, memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
+
+    return Scenario(
+        kernel=kernel,
+        args=(q_ptr, k_ptr, v_ptr, o_ptr, *sizes),
+        grid=grid,
+        memory=mem,
+        config=config,
+        check=check,
+        description=description,
+    )
+
+
 def _decode(
     kernel,
     description: str,
@@ -67,23 +103,16 @@ def _decode(
     seed: int,
     config: HardwareConfig | None,
 ) -> Scenario:
-    rng = np.random.default_rng(seed)
-    q, k, v = _qkv(rng, heads, n_tiles * tile, head_dim)
-    mem = Memory(size_bytes=(q.nbytes * 2 + k.nbytes + v.nbytes) + (1 << 16))
-    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
-    o_ptr = mem.alloc(q.nbytes)
-
-    def check(memory: Memory) -> None:
-        _close(kernel.__name__, memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
-
-    return Scenario(
-        kernel=kernel,
-        args=(q_ptr, k_ptr, v_ptr, o_ptr, n_tiles, tile, heads, head_dim),
+    return _attention(
+        kernel,
+        description,
+        q_rows=heads,
+        kv_rows=n_tiles * tile,
+        head_dim=head_dim,
+        sizes=(n_tiles, tile, heads, head_dim),
         grid=(1,),
-        memory=mem,
+        seed=seed,
         config=config or HardwareConfig(),
-        check=check,
-        description=description,
     )
 
 
@@ -160,24 +189,16 @@ def prefill(
     config: HardwareConfig | None = None,
 ) -> Scenario:
     """Long-context prefill: one block of query rows per PE, depth-2 K/V pipeline on each."""
-    config = (config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes)
-    rng = np.random.default_rng(seed)
-    q, k, v = _qkv(rng, block_rows * pes, n_tiles * tile, head_dim)
-    mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
-    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
-    o_ptr = mem.alloc(q.nbytes)
-
-    def check(memory: Memory) -> None:
-        _close("prefill", memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
-
-    return Scenario(
-        kernel=attention.prefill,
-        args=(q_ptr, k_ptr, v_ptr, o_ptr, n_tiles, tile, block_rows, head_dim),
+    return _attention(
+        attention.prefill,
+        prefill.__doc__,
+        q_rows=block_rows * pes,
+        kv_rows=n_tiles * tile,
+        head_dim=head_dim,
+        sizes=(n_tiles, tile, block_rows, head_dim),
         grid=(pes,),
-        memory=mem,
-        config=config,
-        check=check,
-        description=prefill.__doc__,
+        seed=seed,
+        config=(config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes),
     )
 
 
@@ -190,24 +211,16 @@ def ring_attention(
     config: HardwareConfig | None = None,
 ) -> Scenario:
     """Ring attention over a ring of PEs: K/V blocks arrive over IPCQ with recv_async."""
-    config = (config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes, mesh_wrap=True)
-    rng = np.random.default_rng(seed)
-    q, k, v = _qkv(rng, block_rows * pes, kv_rows * pes, head_dim)
-    mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
-    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
-    o_ptr = mem.alloc(q.nbytes)
-
-    def check(memory: Memory) -> None:
-        _close("ring_attention", memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
-
-    return Scenario(
-        kernel=attention.ring_attention,
-        args=(q_ptr, k_ptr, v_ptr, o_ptr, block_rows, kv_rows, head_dim),
+    return _attention(
+        attention.ring_attention,
+        ring_attention.__doc__,
+        q_rows=block_rows * pes,
+        kv_rows=kv_rows * pes,
+        head_dim=head_dim,
+        sizes=(block_rows, kv_rows, head_dim),
         grid=(pes,),
-        memory=mem,
-        config=config,
-        check=check,
-        description=ring_attention.__doc__,
+        seed=seed,
+        config=(config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes, mesh_wrap=True),
     )
 
 
