@@ -8,6 +8,7 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.reactive import reactive
+from textual.strip import Strip
 
 from kbdebug.replay import PHASES, Replay
 from kbdebug.replay.state import future_phases
@@ -38,6 +39,14 @@ COLUMNS = (
     Column("resolved", 8, 3),
     Column("stall", 6, 1),
     Column("phase", 12, 0, right=False),
+)
+_WIDTH = {c.title: c.width for c in COLUMNS}
+
+#: What the table says when the trace has no futures at all.
+EMPTY = (
+    "no futures in this trace",
+    "futures come from tl.load, load_async, store, send and recv_async;",
+    "a tl.composite's own transfers have none: see Events and the timeline",
 )
 
 
@@ -164,10 +173,11 @@ class FuturesTable(RowView):
         events, times = self._events[row], self._times[row]
         stall = int(f.stall[row])
 
-        def when(j: int) -> tuple[str, Style]:
+        def when(j: int, column: str) -> tuple[str, Style]:
             if events[j] < 0:
                 return "", dim
-            return cycles(int(times[j])), (base if events[j] < self.position else dim)
+            text = cycles(int(times[j]), _WIDTH[column])
+            return text, (base if events[j] < self.position else dim)
 
         values: dict[str, tuple[str, Style]] = {
             "future": (str(row), base),
@@ -175,15 +185,12 @@ class FuturesTable(RowView):
             "op": (index.string(int(k.op[cmd])) if cmd >= 0 else "?", base),
             "address": (f"{int(k.addr[cmd]):#x}" if cmd >= 0 and k.addr[cmd] >= 0 else "", dim),
             "bytes": (str(int(k.nbytes[cmd])) if cmd >= 0 else "", base),
-            "issued": when(0),
-            "granted": when(1),
-            "done": when(2),
-            "waited": when(3),
-            "resolved": when(4),
-            "stall": (
-                cycles(stall) if stall else "",
-                base + self.component_style("futures-table--stall"),
-            ),
+            "issued": when(0, "issued"),
+            "granted": when(1, "granted"),
+            "done": when(2, "done"),
+            "waited": when(3, "waited"),
+            "resolved": when(4, "resolved"),
+            "stall": self._stall_cell(stall, events[3], events[4], base, dim),
             "phase": self._phase_cell(phase, base),
         }
         segments: list[Segment] = []
@@ -193,6 +200,27 @@ class FuturesTable(RowView):
             text = text.rjust(column.width) if column.right else text.ljust(column.width)
             segments.append(Segment(text + " ", style))
         return segments
+
+    def _stall_cell(
+        self, stall: int, begin: int, end: int, base: Style, dim: Style
+    ) -> tuple[str, Style]:
+        """Stalled cycles, dimmed until the wait is over; ∞ for a wait a deadlock never ends
+        and ? for one the trace stops in the middle of."""
+        if begin >= 0 and end < 0:
+            text = "∞" if self.replay.status == "deadlock" else "?"
+            return text, (base if begin < self.position else dim)
+        if not stall:
+            return "", dim
+        if end >= self.position:
+            return cycles(stall, _WIDTH["stall"]), dim
+        return cycles(stall, _WIDTH["stall"]), base + self.component_style("futures-table--stall")
+
+    def render_line(self, y: int) -> Strip:
+        if self.row_count() or y == 0:
+            return super().render_line(y)
+        dim = self.base_style + self.component_style("rowview--dim")
+        text = EMPTY[y - 1] if y - 1 < len(EMPTY) else ""
+        return Strip([Segment(f" {text}", dim)]).adjust_cell_length(self.size.width, dim)
 
     def _phase_cell(self, phase: int, base: Style) -> tuple[str, Style]:
         if phase < 0:

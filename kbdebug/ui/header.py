@@ -9,7 +9,6 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from kbdebug.replay import Replay
-from kbdebug.ui.queries import cycles
 
 
 class StatusHeader(Widget):
@@ -92,7 +91,7 @@ class StatusHeader(Widget):
             (name, value),
             ("  cycle ", None),
             (f"{state.time:,}", value),
-            (f"/{cycles(replay.end_time)}", None),
+            (f"/{replay.end_time:,}", None),
             ("  event ", None),
             (f"#{current:,} of {n:,}" if current >= 0 else f"start (0 of {n:,})", value),
             ("  ", None),
@@ -110,7 +109,8 @@ class StatusHeader(Widget):
             (" ", None),
             (pe_text, value),
         ]
-        for parts in (long, long[:9], short):
+        # Dropped in turn: the breakpoints (they are listed by B), the app's name.
+        for parts in (long, long[:9], long[1:9], short):
             if sum(len(t) for t, _ in parts) <= width:
                 break
         line = Text(no_wrap=True, overflow="ellipsis")

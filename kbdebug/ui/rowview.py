@@ -152,16 +152,22 @@ class RowView(Widget, can_focus=True):
         self.refresh()
 
     def action_move(self, delta: int) -> None:
+        if not self.row_count():
+            return
         self.cursor += delta
         self.show_row(self.cursor)
         self.moved(self.cursor)
 
     def action_page(self, direction: int) -> None:
+        if not self.row_count():
+            return
         self.top += direction * self.page_rows
         self.cursor += direction * self.page_rows
         self.moved(self.cursor)
 
     def action_edge(self, direction: int) -> None:
+        if not self.row_count():
+            return
         self.cursor = 0 if direction < 0 else self.row_count() - 1
         self.show_row(self.cursor)
         self.moved(self.cursor)

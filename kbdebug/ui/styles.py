@@ -10,10 +10,16 @@ def component_style(widget: Widget, name: str) -> Style:
     """The colours and text style that component class ``name`` sets, and nothing else.
 
     A full component style carries the widget's background, which would paint
-    over a highlighted row; this keeps only what the class sets itself, with a
-    translucent background blended as Textual blends it.
+    over a highlighted row; this keeps only what the class sets itself. Colours
+    are taken from the full style, where Textual has blended them: a partial
+    style drops a colour's alpha, so ``$text-muted`` would come out brighter
+    than plain text instead of dimmer.
     """
     style = widget.get_component_rich_style(name, partial=True)
-    if style.bgcolor is not None:
-        style += Style(bgcolor=widget.get_component_rich_style(name).bgcolor)
-    return style
+    if style.color is None and style.bgcolor is None:
+        return style
+    full = widget.get_component_rich_style(name)
+    return style + Style(
+        color=full.color if style.color is not None else None,
+        bgcolor=full.bgcolor if style.bgcolor is not None else None,
+    )

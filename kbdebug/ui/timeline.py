@@ -333,7 +333,7 @@ class Timeline(Widget, can_focus=True):
         tick = first
         while tick < self.view_start + self.view_span:
             col = self.column_of(tick)
-            label = "╵" + cycles(int(tick))
+            label = "╵" + tick_label(tick, step)
             if 0 <= col and col + len(label) <= plot and all(c == " " for c in chars[col:]):
                 chars[col : col + len(label)] = label
             tick += step
@@ -348,6 +348,20 @@ class Timeline(Widget, can_focus=True):
         for a, b in zip(cuts, cuts[1:], strict=False):
             segments.append(Segment("".join(chars[a:b]), self._style(axis, int(bg[a]))))
         return Strip(segments).adjust_cell_length(width, self._base())
+
+
+def tick_label(tick: float, step: float) -> str:
+    """``tick`` as short as ``cycles`` writes it, with the decimals that tell it from the
+    next tick ``step`` cycles on (6.4998M, 6.4999M rather than 6.5M twice)."""
+    text = cycles(int(tick))
+    if text == str(int(tick)):
+        return text
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(tick) >= scale * 0.9995:
+            digits = max(0, math.ceil(-math.log10(step / scale) - 1e-9))
+            short = f"{tick / scale:.{digits}f}{suffix}"
+            return short if len(short) < len(str(int(tick))) else str(int(tick))
+    return text
 
 
 def _nice_step(raw: float) -> float:
