@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -21,6 +23,7 @@ class BreakpointDialog(ModalScreen[bool]):
         Binding("space", "toggle", "Enable/disable"),
         Binding("d,delete", "remove", "Remove"),
         Binding("a", "add", "Add"),
+        Binding("up", "to_list", "Back to the list", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -67,7 +70,14 @@ class BreakpointDialog(ModalScreen[bool]):
     BreakpointDialog #error {
         color: $error;
     }
+    BreakpointDialog #empty {
+        color: $text-muted;
+    }
     """
+
+    #: The keys line, for the list and for the input box.
+    LIST_KEYS = "space enable/disable · d remove · a add · esc close"
+    INPUT_KEYS = "Enter adds · ↑ or Tab back to the list · esc close"
 
     def __init__(self, replay: Replay) -> None:
         super().__init__()
@@ -77,32 +87,49 @@ class BreakpointDialog(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "Breakpoints"
+            yield Label("no breakpoints yet: type one below and press Enter", id="empty")
             yield OptionList(*self._options())
-            yield Label("space enable/disable · d remove · a add · esc close", classes="hint")
+            yield Label(self.LIST_KEYS, id="keys", classes="hint", markup=False)
             yield Input(placeholder="add: wait >= 500 pe 0   line 86   future 12 ready")
-            yield Label(SYNTAX, classes="hint")
-            yield Label("", id="error")
+            # Not markup: the syntax's [optional parts] would vanish as style tags.
+            yield Label(SYNTAX, classes="hint", markup=False)
+            yield Label("", id="error", markup=False)
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
+        self._show_empty()
         if options.option_count:
             options.highlighted = 0
             options.focus()
         else:
             self.query_one(Input).focus()
 
+    def _show_empty(self) -> None:
+        empty = not self.replay.breakpoints
+        self.query_one("#empty").display = empty
+        self.query_one(OptionList).display = not empty
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        # The keys that work depend on where the keyboard is: typing "a" into the box
+        # must not look like the way to add.
+        keys = self.LIST_KEYS
+        if isinstance(event.widget, Input):
+            keys = self.INPUT_KEYS if self.replay.breakpoints else "Enter adds · esc close"
+        self.query_one("#keys", Label).update(keys)
+
     def _options(self) -> list[Option]:
         rows = []
         for bp in self.replay.breakpoints:
             hits = len(bp.hits(self.replay))
             mark = "●" if bp.enabled else "○"
-            rows.append(Option(f"{mark} {bp.describe(self.replay)}  ({hits} hits)"))
+            rows.append(Option(Text(f"{mark} {bp.describe(self.replay)}  ({hits} hits)")))
         return rows
 
     def _refresh_list(self, highlight: int | None = None) -> None:
         options = self.query_one(OptionList)
         options.clear_options()
         options.add_options(self._options())
+        self._show_empty()
         if options.option_count:
             options.highlighted = min(highlight or 0, options.option_count - 1)
 
@@ -129,9 +156,16 @@ class BreakpointDialog(ModalScreen[bool]):
             self.replay.breakpoints.remove(bp)
             self.changed = True
             self._refresh_list(max(k - 1, 0))
+            if not self.replay.breakpoints:
+                self.query_one(Input).focus()
 
     def action_add(self) -> None:
         self.query_one(Input).focus()
+
+    def action_to_list(self) -> None:
+        options = self.query_one(OptionList)
+        if options.option_count:
+            options.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
