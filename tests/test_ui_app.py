@@ -447,7 +447,7 @@ async def test_enter_on_an_event_goes_there():
         assert current_event(app) == 3
 
 
-async def test_enter_on_a_finding_jumps_to_its_first_event():
+async def test_enter_on_a_finding_jumps_to_its_first_event_on_its_line():
     replay = fresh("flawed_prefetch")
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
@@ -463,8 +463,14 @@ async def test_enter_on_a_finding_jumps_to_its_first_event():
         shown = " ".join(" ".join(lines(view)).split())
         assert findings[1].message.split()[0] in shown and "→" in shown
         await pilot.press("enter")
-        assert current_event(app) == findings[1].events[0]
-        assert findings[1].rule in header(app)
+        finding = findings[1]
+        assert current_event(app) in finding.events
+        # The first of its events on the line the finding names, so the source shows it.
+        assert app.query_one(SourceView).current_line == (finding.loc.file, finding.loc.line)
+        earlier = [e for e in finding.events if e < current_event(app)]
+        c = replay.index.columns
+        assert all(replay.index.loc(int(c.loc[e])) != finding.loc for e in earlier)
+        assert finding.rule in header(app)
 
 
 async def test_question_mark_lists_every_key_and_closes():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -92,6 +92,9 @@ _DEBUGGER_ACTIONS = {key.action.split("(")[0] for key in KEYS} - {
     "help",
     "command_palette",
 }
+
+#: Our keys by key name, for explaining the ones that do nothing at the moment.
+_KEY_ACTIONS = {name: key.action for key in KEYS for name in key.key.split(",")}
 
 #: Terminal width from which the futures table gets most of the middle row.
 WIDE_COLUMNS = 140
@@ -295,6 +298,38 @@ class KbdebugApp(App[int]):
             return False
         return True
 
+    def why_not(self, action: str) -> str:
+        """Why ``action`` is turned off right now (check_action said no)."""
+        if self.replay is None:
+            return "still opening the trace: the keys work once it is loaded"
+        if action in ("future_event", "zoom_future"):
+            return "no future selected: Tab to the futures table and pick one with the arrows"
+        if action == "jump_mark":
+            return "no mark: m marks the current position, ' then comes back to it"
+        if action == "focus_pe":
+            return "only one PE in this trace: [ and ] switch between PEs"
+        return f"{action} does not apply here"
+
+    def on_key(self, event: events.Key) -> None:
+        """Say why a key did nothing: a debugger key turned off for now, or no key at all.
+
+        Bindings have already run (or been refused) when the event gets here."""
+        if self.screen is not self.screen_stack[0]:
+            return  # a dialog, the help or the palette has the keyboard
+        action = _KEY_ACTIONS.get(event.key)
+        if action is not None:
+            name = action.split("(")[0]
+            if not self.check_action(name, ()):
+                self._refuse(self.why_not(name))
+            return
+        if (
+            self.replay is not None
+            and event.is_printable
+            and event.character
+            and event.key not in self.screen.active_bindings
+        ):
+            self._refuse(f"{event.character!r} is not a key here: ? lists them")
+
     def watch_selected_future(self, old: int, new: int) -> None:
         # Only whether f/F apply can change; refreshing bindings rebuilds the footer.
         if (old < 0) != (new < 0):
@@ -346,12 +381,16 @@ class KbdebugApp(App[int]):
             which = "next" if direction > 0 else "previous"
             self._refuse(f"no {which} tl call on PE {self.focused_pe}")
             return
-        self.move_to(found + 1)
+        self.move_to(found + 1, queries.tl_call_text(self.replay, found))
 
     def action_continue(self, direction: int) -> None:
         replay = self.replay
         if not any(bp.enabled for bp in replay.breakpoints):
-            self._refuse("no breakpoints: w breaks on stalled waits, b on the source line")
+            if replay.breakpoints:
+                n = len(replay.breakpoints)
+                self._refuse(f"no enabled breakpoints ({n} disabled): B, then space, enables one")
+            else:
+                self._refuse("no breakpoints: w breaks on stalled waits, b on the source line")
             return
         hit = replay.continue_(reverse=direction < 0)
         if hit is None:
@@ -366,7 +405,7 @@ class KbdebugApp(App[int]):
     def action_future_event(self, direction: int) -> None:
         future = self.selected_future
         if future < 0:
-            self._refuse("no future selected: pick one in the futures table")
+            self._refuse(self.why_not("future_event"))
             return
         events = np.array(self.replay.future_events(future), dtype=np.int64)
         found = queries.next_event(events, self.position, reverse=direction < 0)
@@ -432,7 +471,7 @@ class KbdebugApp(App[int]):
 
     def action_jump_mark(self) -> None:
         if self.mark is None:
-            self._refuse("no mark: m marks the current position")
+            self._refuse(self.why_not("jump_mark"))
             return
         target, self.mark = self.mark, self.position
         self.move_to(target, "at the mark (' again goes back)")
@@ -448,7 +487,7 @@ class KbdebugApp(App[int]):
     def action_zoom_future(self) -> None:
         span = future_span(self.replay, self.selected_future)
         if span is None:
-            self._refuse("no future selected: pick one in the futures table")
+            self._refuse(self.why_not("future_event"))
             return
         self.query_one(Timeline).fit(span[1], span[2])
 
@@ -516,7 +555,15 @@ class KbdebugApp(App[int]):
     def _breakpoints_edited(self, changed: bool | None) -> None:
         if changed:
             self._breakpoints_changed()
-            self.status = "breakpoints changed"
+            bps = self.replay.breakpoints
+            if self.breaks:
+                self.status = f"breaking on {self.breaks}: c continues"
+            elif len(bps) == 1:
+                self.status = "the breakpoint is disabled: B, then space, enables it"
+            elif bps:
+                self.status = f"all {len(bps)} breakpoints are disabled: B, then space, enables one"
+            else:
+                self.status = "no breakpoints left: w breaks on stalled waits, b on a line"
 
     def _breakpoints_changed(self) -> None:
         self.breaks = queries.breakpoint_summary(self.replay)
@@ -530,7 +577,7 @@ class KbdebugApp(App[int]):
     def seek_cycle(self, cycle: int) -> None:
         """Go to just after the last event at or before ``cycle``."""
         self.replay.seek_time(cycle)
-        self._moved(f"at cycle {cycle}")
+        self._moved(queries.seek_cycle_text(self.replay, cycle))
 
     def on_seek_requested(self, message: SeekRequested) -> None:
         self.move_to(message.event + 1, f"at event #{message.event}", focus_event=True)
@@ -545,12 +592,13 @@ class KbdebugApp(App[int]):
         self.toggle_line_breakpoint(message.file, message.line)
 
     def jump_to_finding(self, finding: Finding) -> None:
-        """Go to the first event of ``finding``."""
-        if not finding.events:
+        """Go to the first event of ``finding`` on its source line (else its first event)."""
+        event = queries.finding_event(self.replay, finding)
+        if event is None:
             self._refuse(f"{finding.rule} has no events to go to")
             return
         self.move_to(
-            finding.events[0] + 1,
+            event + 1,
             f"{finding.rule} {finding.title}: {finding.message}",
             focus_event=True,
         )
@@ -565,6 +613,14 @@ class KbdebugApp(App[int]):
             if key.action != "command_palette"
             and (self.replay is not None or key.action.split("(")[0] not in _DEBUGGER_ACTIONS)
         ]
+
+    async def run_key_action(self, action: str) -> None:
+        """Run a key's action from the palette, or say why it does not apply now."""
+        name = action.split("(")[0]
+        if not self.check_action(name, ()):
+            self._refuse(self.why_not(name))
+            return
+        await self.run_action(action)
 
     def palette_findings(self) -> list[Finding]:
         return list(self.findings or [])

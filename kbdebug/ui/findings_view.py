@@ -45,7 +45,12 @@ class FindingsView(RowView):
 
     @property
     def detail_rows(self) -> int:
-        return self.DETAIL_ROWS if self.size.height > 2 * self.DETAIL_ROWS else 0
+        """Lines for the details: what the list leaves (after a blank line), at least
+        DETAIL_ROWS; none on a pane too small for both."""
+        height = self.size.height
+        if height <= 2 * self.DETAIL_ROWS:
+            return 0
+        return max(self.DETAIL_ROWS, height - self.row_count() - 1)
 
     @property
     def page_rows(self) -> int:
@@ -54,7 +59,8 @@ class FindingsView(RowView):
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
         finding = self.findings[row]
         where = short_loc(finding.loc) if finding.loc else ""
-        cost = f"~{cycles(finding.cycles)} cycles" if finding.cycles else ""
+        n = finding.cycles
+        cost = f"~{n:,} cycles" if n and n < 1_000_000 else f"~{cycles(n)} cycles" if n else ""
         rule = base + self.component_style("findings-view--rule")
         return [
             Segment(f" {finding.rule:<6}", rule),
@@ -73,10 +79,7 @@ class FindingsView(RowView):
         return super().render_line(y)
 
     def _detail_line(self, k: int, width: int) -> Strip:
-        finding = self.findings[self.cursor]
-        lines = textwrap.wrap(finding.message, max(width - 2, 10))
-        suggestion = textwrap.wrap("→ " + finding.suggestion, max(width - 2, 10))
-        lines = lines[: self.DETAIL_ROWS - min(len(suggestion), 1)]
+        lines, suggestion = self._details(width)
         style = self.base_style
         if k < len(lines):
             return Strip([Segment(" " + lines[k], style)]).adjust_cell_length(width, style)
@@ -85,8 +88,32 @@ class FindingsView(RowView):
         text = suggestion[k] if k < len(suggestion) else ""
         return Strip([Segment(" " + text, style)]).adjust_cell_length(width, style)
 
+    def _details(self, width: int) -> tuple[list[str], list[str]]:
+        """The highlighted finding's message and suggestion, wrapped to ``width`` and cut
+        (with …) to the detail rows, the suggestion keeping at least one."""
+        finding = self.findings[self.cursor]
+        wrap = max(width - 2, 10)
+        lines = textwrap.wrap(finding.message, wrap)
+        suggestion = textwrap.wrap("→ " + finding.suggestion, wrap)
+        rows = self.detail_rows
+        if len(lines) + len(suggestion) > rows:
+            keep = max(rows - len(suggestion), min(len(lines), rows - 1))
+            lines, suggestion = _cut(lines, keep, wrap), _cut(suggestion, rows - keep, wrap)
+        return lines, suggestion
+
     def watch_cursor(self) -> None:
         self.refresh()
 
     def chosen(self, row: int) -> None:
         self.post_message(FindingChosen(self.findings[row]))
+
+
+def _cut(lines: list[str], n: int, width: int) -> list[str]:
+    """The first ``n`` of ``lines``, the last one ending in … (within ``width``) if any
+    were dropped."""
+    if len(lines) <= n:
+        return lines
+    kept = lines[:n]
+    if kept:
+        kept[-1] = kept[-1][: width - 2].rstrip() + " …"
+    return kept

@@ -11,10 +11,14 @@ from textual.widgets import Static
 
 INTRO = (
     "[b]kbdebug[/b] steps through a kernel's trace both ways, as gdb's single-key mode does: "
-    "lower case moves forward, upper case backward. The cursor is the current event. The "
-    "timeline shows each PE's kernel (━ running, █ stalled in a tl.wait), each channel "
-    "(░▒▓█: how busy it is in that column) and the scratch level; the selected future's "
-    "span is highlighted. Tab moves between panes; arrows scroll them, Enter acts.\n"
+    "lower case moves forward, upper case backward. The cursor is the current event (▼ on "
+    "the timeline, ▶ in the source and the events). The timeline shows each PE's kernel "
+    "(━ running, █ stalled in a tl.wait, ▒ partly stalled, ╳ after an error or a deadlock), "
+    "each channel (░▒▓█: how busy it is in that column) and the scratch level; the selected "
+    "future's span is highlighted. The source gutter adds up the cycles each line's waits "
+    "stalled; in the futures table, times still ahead of the cursor are dimmed and ∞ is a "
+    "wait a deadlock never ends. Tab moves between panes; arrows scroll them, Enter acts "
+    "(a breakpoint on a source line, a future, an event or a finding).\n"
 )
 
 

@@ -14,11 +14,11 @@ class DebuggerCommands(Provider):
         app = self.app
         commands = []
         for title, key, action in app.palette_actions():
-            commands.append((title, f"key {key}", partial(app.run_action, action)))
+            commands.append((title, f"key {key}", partial(app.run_key_action, action)))
         for finding in app.palette_findings():
             commands.append(
                 (
-                    f"Finding {finding.rule}: {finding.message}",
+                    f"Finding {finding.rule} PE{finding.pe}: {finding.message}",
                     finding.suggestion,
                     partial(app.jump_to_finding, finding),
                 )

@@ -14,6 +14,7 @@ import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.replay import Hit, Replay, SourceLine, StalledWait
+from kbdebug.replay.findings import Finding
 
 NONE = -1
 
@@ -233,6 +234,68 @@ def cycles(n: int, width: int = 6) -> str:
     return text
 
 
+_PATH = re.compile(r" at (?:[^ ]*/)?([^ /]+:\d+)$")
+
+
+def event_text(replay: Replay, i: int) -> str:
+    """Event ``i`` without its number and cycle, file paths shortened:
+    ``PE 0 issue load_async cmd 4 future 1 ... at attention.py:85``."""
+    _, _, pe, rest = (replay.describe(i) + " ").split(" ", 3)
+    rest = _PATH.sub(r" at \1", rest.rstrip())
+    return f"PE {pe[2:]} {rest}"
+
+
+def tl_call_text(replay: Replay, i: int) -> str:
+    """What the tl call at event ``i`` (an ISSUE or a WAIT_BEGIN) is, for the status line."""
+    index = replay.index
+    c = index.columns
+    pe = int(c.pe[i])
+    if Kind(int(c.kind[i])) == Kind.WAIT_BEGIN:
+        future = int(c.fut[i])
+        loc = index.loc(int(c.loc[i]))
+        where = f" at {short_loc(loc)}" if loc is not None else ""
+        text = f"PE {pe} tl.wait on future {future}{where}"
+        f = index.futures
+        if 0 <= future < len(f.stall):
+            if f.wait_end[future] < 0:
+                text += ": never resolves"
+            elif f.stall[future] > 0:
+                text += f": stalls {int(f.stall[future]):,} cycles"
+            else:
+                text += ": data already there, no stall"
+        return f"{text} (event #{i})"
+    return f"{event_text(replay, i)} (event #{i})"
+
+
+def seek_cycle_text(replay: Replay, cycle: int) -> str:
+    """Where a seek to ``cycle`` landed: the last event at or before it."""
+    current = replay.position - 1
+    if current < 0:
+        return f"at cycle {cycle:,}: before the first event"
+    at = int(replay.index.columns.time[current])
+    if at == cycle:
+        return f"at cycle {cycle:,} (event #{current})"
+    return f"at cycle {cycle:,}: the last event at or before it is #{current}, at cycle {at:,}"
+
+
+def finding_event(replay: Replay, finding: Finding) -> int | None:
+    """The event a finding is best seen from: its first one on the finding's own source
+    line (a tl call there), else its first; None if it has none."""
+    if not finding.events:
+        return None
+    if finding.loc is not None:
+        index = replay.index
+        c, k = index.columns, index.commands
+        for i in finding.events:
+            loc_id = int(c.loc[i])
+            if Kind(int(c.kind[i])) == Kind.ISSUE and 0 <= int(c.cmd[i]) < len(k.loc):
+                loc_id = int(k.loc[int(c.cmd[i])])
+            loc = index.loc(loc_id)
+            if loc is not None and (loc.file, loc.line) == (finding.loc.file, finding.loc.line):
+                return int(i)
+    return int(finding.events[0])
+
+
 def short_loc_of(file: str, line: int) -> str:
     return f"{file.rsplit('/', 1)[-1]}:{line}"
 
@@ -248,7 +311,16 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
     where = f" at {short_loc(loc)}" if loc is not None else ""
     if isinstance(bp, StalledWait) and Kind(int(c.kind[i])) == Kind.WAIT_BEGIN:
         future = int(c.fut[i])
-        stall = int(index.futures.stall[future]) if 0 <= future < len(index.futures.stall) else 0
+        f = index.futures
+        stall = int(f.stall[future]) if 0 <= future < len(f.stall) else 0
+        if 0 <= future < len(f.wait_end) and f.wait_end[future] < 0:
+            # The wait never ends: its stall is not a number of cycles.
+            forever = (
+                "waits forever (deadlock)"
+                if replay.status == "deadlock"
+                else f"is still waiting when the trace ends ({replay.status})"
+            )
+            return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} {forever}"
         return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} waits {stall} cycles"
     text = replay.describe(i).split(" ", 3)[-1]
     text = text.rsplit(" at ", 1)[0] if loc is not None else text
