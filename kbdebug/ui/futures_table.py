@@ -44,9 +44,10 @@ _WIDTH = {c.title: c.width for c in COLUMNS}
 
 #: What the table says when the trace has no futures at all.
 EMPTY = (
-    "no futures in this trace",
-    "futures come from tl.load, load_async, store, send and recv_async;",
-    "a tl.composite's own transfers have none: see Events and the timeline",
+    "no futures in this trace: only tl.load,",
+    "load_async, store, send and recv_async",
+    "make them (a tl.composite's own",
+    "transfers do not: see the events)",
 )
 
 

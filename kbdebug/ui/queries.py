@@ -264,7 +264,14 @@ def tl_call_text(replay: Replay, i: int) -> str:
             else:
                 text += ": data already there, no stall"
         return f"{text} (event #{i})"
-    return f"{event_text(replay, i)} (event #{i})"
+    text = event_text(replay, i)
+    # "issue load cmd 0 future 0 addr 0x0 8x128 ..." -> "tl.load future 0, 8x128 ..."
+    m = re.fullmatch(r"(PE \d+) issue (\S+) cmd \d+( future \d+)?(?: addr \S+)? (.*)", text)
+    if m:
+        pe_text, op, future, rest = m.groups()
+        name = op if "." in op else f"tl.{op}"  # a composite's own commands are op.part
+        text = f"{pe_text} {name}{future or ''}, {rest}"
+    return f"{text} (event #{i})"
 
 
 def seek_cycle_text(replay: Replay, cycle: int) -> str:
