@@ -110,7 +110,7 @@ class StatusHeader(Widget):
             (pe_text, value),
         ]
         # Dropped in turn: the breakpoints (they are listed by B), the app's name.
-        for parts in (long, long[:9], long[1:9], short):
+        for parts in (long, long[:9], [(" ", None), *long[1:9]], short):
             if sum(len(t) for t, _ in parts) <= width:
                 break
         line = Text(no_wrap=True, overflow="ellipsis")
