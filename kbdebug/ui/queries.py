@@ -245,15 +245,17 @@ def event_text(replay: Replay, i: int) -> str:
     return f"PE {pe[2:]} {rest}"
 
 
-def tl_call_text(replay: Replay, i: int) -> str:
-    """What the tl call at event ``i`` (an ISSUE or a WAIT_BEGIN) is, for the status line."""
+def tl_call_text(replay: Replay, i: int, place: bool = True) -> str:
+    """What the tl call at event ``i`` (an ISSUE or a WAIT_BEGIN) is, for the status line:
+    ``PE 0 tl.wait on future 1 at attention.py:86: stalls 842 cycles (event #33)``;
+    without the line and the event number unless ``place``."""
     index = replay.index
     c = index.columns
     pe = int(c.pe[i])
     if Kind(int(c.kind[i])) == Kind.WAIT_BEGIN:
         future = int(c.fut[i])
         loc = index.loc(int(c.loc[i]))
-        where = f" at {short_loc(loc)}" if loc is not None else ""
+        where = f" at {short_loc(loc)}" if loc is not None and place else ""
         text = f"PE {pe} tl.wait on future {future}{where}"
         f = index.futures
         if 0 <= future < len(f.stall):
@@ -263,15 +265,17 @@ def tl_call_text(replay: Replay, i: int) -> str:
                 text += f": stalls {int(f.stall[future]):,} cycles"
             else:
                 text += ": data already there, no stall"
-        return f"{text} (event #{i})"
-    text = event_text(replay, i)
-    # "issue load cmd 0 future 0 addr 0x0 8x128 ..." -> "tl.load future 0, 8x128 ..."
-    m = re.fullmatch(r"(PE \d+) issue (\S+) cmd \d+( future \d+)?(?: addr \S+)? (.*)", text)
-    if m:
-        pe_text, op, future, rest = m.groups()
-        name = op if "." in op else f"tl.{op}"  # a composite's own commands are op.part
-        text = f"{pe_text} {name}{future or ''}, {rest}"
-    return f"{text} (event #{i})"
+    else:
+        text = event_text(replay, i)
+        # "issue load cmd 0 future 0 addr 0x0 8x128 ..." -> "tl.load future 0, 8x128 ..."
+        m = re.fullmatch(r"(PE \d+) issue (\S+) cmd \d+( future \d+)?(?: addr \S+)? (.*)", text)
+        if m:
+            pe_text, op, future, rest = m.groups()
+            name = op if "." in op else f"tl.{op}"  # a composite's own commands are op.part
+            text = f"{pe_text} {name}{future or ''}, {rest}"
+        if not place:
+            text = _PATH.sub("", text)
+    return f"{text} (event #{i})" if place else text
 
 
 def seek_cycle_text(replay: Replay, cycle: int) -> str:
@@ -329,10 +333,13 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
             )
             return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} {forever}"
         return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} waits {stall} cycles"
+    if isinstance(bp, SourceLine) and loc is not None:
+        if Kind(int(c.kind[i])) in (Kind.ISSUE, Kind.WAIT_BEGIN):
+            return f"stopped at breakpoint {short_loc(loc)}: {tl_call_text(replay, i, place=False)}"
+        text = replay.describe(i).split(" ", 3)[-1].rsplit(" at ", 1)[0]
+        return f"stopped at breakpoint {short_loc(loc)}: PE {pe} {text}"
     text = replay.describe(i).split(" ", 3)[-1]
     text = text.rsplit(" at ", 1)[0] if loc is not None else text
-    if isinstance(bp, SourceLine) and loc is not None:
-        return f"stopped at breakpoint {short_loc(loc)}: PE {pe} {text}"
     return f"stopped at {bp.describe(replay)}: PE {pe} {text}{where}"
 
 
