@@ -1,0 +1,188 @@
+"""What a kernel author ran into: keys that did nothing, dimmed text that was bright,
+figures that all read 6.5M, deadlocked waits that stalled "0 cycles", a breakpoint list
+that hid its own syntax."""
+
+from __future__ import annotations
+
+import pytest
+from test_ui_app import SIZE, current_event, header, lines, opened
+from test_ui_traces import fresh
+from textual.widgets import Label, OptionList
+
+from kbdebug.replay import SourceLine, StalledWait
+from kbdebug.ui import KbdebugApp
+from kbdebug.ui.breakpoint_dialog import BreakpointDialog
+from kbdebug.ui.futures_table import FuturesTable
+from kbdebug.ui.queries import cycles
+from kbdebug.ui.source_view import SourceView
+from kbdebug.ui.styles import component_style
+from kbdebug.ui.timeline import tick_label
+
+# --- keys that do nothing say why ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("f", "no future selected"),
+        ("z", "no future selected"),
+        ("apostrophe", "no mark"),
+        ("right_square_bracket", "only one PE"),
+        ("x", "'x' is not a key here"),
+    ],
+)
+async def test_a_key_that_does_not_apply_says_why(key, words):
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press(key)
+        assert app.position == 0
+        assert words in header(app)
+
+
+async def test_keys_typed_into_a_dialog_are_not_explained_as_debugger_keys():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        status = app.status
+        await pilot.press("B", "x", "escape")
+        assert app.status == status
+
+
+async def test_c_with_only_disabled_breakpoints_says_they_are_disabled():
+    replay = fresh("flawed_prefetch")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        replay.breakpoints.append(SourceLine(file=None, line=86, enabled=False))
+        await pilot.press("c")
+        assert app.position == 0
+        assert "no enabled breakpoints (1 disabled)" in header(app)
+
+
+# --- the status line says where a move landed ------------------------------------------
+
+
+async def test_n_names_the_tl_call_it_stopped_at():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("n")
+        assert "PE 0 tl.load future 0" in header(app)
+        await pilot.press("n")
+        assert "tl.wait on future 0" in header(app) and "stalls 543 cycles" in header(app)
+
+
+async def test_a_cycle_seek_says_which_event_it_landed_on():
+    replay = fresh("flawed_prefetch")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("colon", *"t5000", "enter")
+        at = int(replay.index.columns.time[current_event(app)])
+        assert f"the last event at or before it is #{current_event(app)}, at cycle {at:,}" in (
+            header(app)
+        )
+
+
+async def test_a_deadlocked_wait_stalls_forever_not_zero_cycles():
+    replay = fresh("deadlock")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("G", "w", "C")
+        assert "waits forever (deadlock)" in header(app)
+        assert "waits 0 cycles" not in header(app)
+        future = app.selected_future
+        rows = [line.split() for line in lines(app.query_one(FuturesTable))[1:] if line.strip()]
+        row = next(r for r in rows if r[0] == str(future))
+        assert "∞" in row
+
+
+# --- figures that tell things apart ----------------------------------------------------
+
+
+def test_timeline_ticks_keep_the_decimals_that_tell_them_apart():
+    assert tick_label(20000, 10000) == "20000"
+    assert tick_label(2_000_000, 1_000_000) == "2M"
+    assert tick_label(2_500_000, 500_000) == "2.5M"
+    labels = [tick_label(6_499_000 + k * 200, 200) for k in range(5)]
+    assert len(set(labels)) == 5
+    assert tick_label(6_400_000, 100_000) == "6.4M"
+
+
+def test_a_seven_column_cell_holds_a_seven_digit_cycle():
+    assert cycles(6_499_896, 7) == "6499896"
+    assert cycles(6_499_896) == "6.5M"
+
+
+async def test_muted_text_is_dimmer_than_plain_text():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        table = app.query_one(FuturesTable)
+        plain = table.base_style.color.get_truecolor()
+        muted = component_style(table, "rowview--dim").color.get_truecolor()
+        background = table.base_style.bgcolor.get_truecolor()
+
+        def contrast(color) -> int:
+            return sum(abs(a - b) for a, b in zip(color, background, strict=True))
+
+        assert contrast(muted) < contrast(plain)
+
+
+# --- empty panes -----------------------------------------------------------------------
+
+
+async def test_a_trace_without_futures_says_so_and_selects_none():
+    app = KbdebugApp(replay=fresh("gemm_composite"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        table = app.query_one(FuturesTable)
+        assert table.row_count() == 0
+        assert "no futures in this trace" in " ".join(lines(table))
+        table.focus()
+        await pilot.press("down", "end")
+        assert app.selected_future == -1
+
+
+# --- the breakpoint list ---------------------------------------------------------------
+
+
+async def test_breakpoint_list_shows_its_whole_syntax_and_when_it_is_empty():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("B")
+        dialog = app.screen
+        assert isinstance(dialog, BreakpointDialog)
+        shown = " ".join(str(label.render()) for label in dialog.query(Label))
+        for part in ("[pe P]", "[PHASE]", "[RULE]"):
+            assert part in shown
+        assert dialog.query_one("#empty").display
+        # The box has the keyboard: the keys line says what works there.
+        assert "Enter adds" in str(dialog.query_one("#keys", Label).render())
+        await pilot.press(*"wait >= 500", "enter")
+        assert isinstance(app.replay.breakpoints[0], StalledWait)
+        assert not dialog.query_one("#empty").display
+        assert isinstance(app.focused, OptionList)
+        assert "d remove" in str(dialog.query_one("#keys", Label).render())
+        await pilot.press("d")
+        assert app.replay.breakpoints == []
+        assert dialog.query_one("#empty").display
+        await pilot.press("escape")
+        assert "no breakpoints left" in header(app)
+
+
+# --- findings --------------------------------------------------------------------------
+
+
+async def test_enter_on_a_finding_shows_its_line_in_the_source():
+    replay = fresh("flawed_prefetch")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        for finding in replay.findings:
+            app.jump_to_finding(finding)
+            await pilot.pause()
+            assert app.query_one(SourceView).current_line == (finding.loc.file, finding.loc.line)
