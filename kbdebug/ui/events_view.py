@@ -86,7 +86,8 @@ class EventsView(RowView):
             if len(self._lines) > _CACHE_LIMIT:
                 self._lines.clear()
             number, time, pe, rest = self.replay.describe(i).split(" ", 3)
-            rest = _PATH.sub(r" at \1", rest)
+            # "complete cmd 15 future -1": a command without a future says nothing of one.
+            rest = _PATH.sub(r" at \1", rest).replace(" future -1", "")
             text = f"{number:>8} {time[2:]:>9} {pe:<4} {rest}"
             self._lines[i] = text
         return text

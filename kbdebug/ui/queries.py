@@ -198,8 +198,8 @@ def banner(replay: Replay) -> str | None:
     if status == "truncated":
         last = int(replay.index.columns.time[-1]) if replay.n_events else 0
         return (
-            f"truncated trace: the run's footer is missing; {replay.n_events} events "
-            f"up to cycle {last} (the writer was killed or never finished)"
+            f"truncated trace: the run's footer is missing; {replay.n_events:,} events "
+            f"up to cycle {last:,} (the writer was killed or never finished)"
         )
     if status == "deadlock":
         summary = deadlock_summary(replay)
