@@ -331,8 +331,11 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
                 if replay.status == "deadlock"
                 else f"is still waiting when the trace ends ({replay.status})"
             )
-            return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} {forever}"
-        return f"stopped at a stalled tl.wait{where}: future {future}, PE {pe} waits {stall} cycles"
+            return f"stopped at a stalled tl.wait{where}: PE {pe} {forever} for future {future}"
+        # The stall before the future: on a narrow screen the end is cut, and the header's
+        # first line already names the future.
+        waits = f"PE {pe} waits {stall:,} cycles for future {future}"
+        return f"stopped at a stalled tl.wait{where}: {waits}"
     if isinstance(bp, SourceLine) and loc is not None:
         if Kind(int(c.kind[i])) in (Kind.ISSUE, Kind.WAIT_BEGIN):
             return f"stopped at breakpoint {short_loc(loc)}: {tl_call_text(replay, i, place=False)}"
