@@ -186,3 +186,34 @@ async def test_enter_on_a_finding_shows_its_line_in_the_source():
             app.jump_to_finding(finding)
             await pilot.pause()
             assert app.query_one(SourceView).current_line == (finding.loc.file, finding.loc.line)
+
+
+# --- the timeline's limits -------------------------------------------------------------
+
+
+async def test_zoom_and_pan_at_their_limits_say_so_and_then_stop_saying_it():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("minus")
+        assert "already shows the whole trace" in header(app)
+        await pilot.press("less_than_sign")
+        assert "+ zooms in" in header(app)
+        await pilot.press("plus", "less_than_sign")
+        assert "at the start" in header(app)
+        await pilot.press("greater_than_sign")
+        assert "the timeline shows cycles" in header(app)
+        await pilot.press(*["plus"] * 20)
+        assert "zoomed in as far as it goes" in header(app)
+
+
+async def test_picking_a_future_in_the_table_says_what_it_is_and_what_follows_it():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("f")
+        assert "no future selected" in header(app)
+        app.query_one(FuturesTable).focus()
+        await pilot.press("down")
+        assert "future 1 (load_async on PE 0 at attention.py:85)" in header(app)
+        assert "f/F walk its lifecycle" in header(app)

@@ -482,7 +482,17 @@ class KbdebugApp(App[int]):
         self.status = f"focused PE {self.focused_pe}"
 
     def action_zoom(self, direction: int) -> None:
-        self.query_one(Timeline).zoom(2.0 if direction > 0 else 0.5)
+        timeline = self.query_one(Timeline)
+        before = (timeline.view_start, timeline.view_span)
+        timeline.zoom(2.0 if direction > 0 else 0.5)
+        if (timeline.view_start, timeline.view_span) == before:
+            self._refuse(
+                "the timeline is zoomed in as far as it goes"
+                if direction > 0
+                else "the timeline already shows the whole trace: + zooms in"
+            )
+        else:
+            self._timeline_moved(timeline)
 
     def action_zoom_future(self) -> None:
         span = future_span(self.replay, self.selected_future)
@@ -495,7 +505,24 @@ class KbdebugApp(App[int]):
         self.query_one(Timeline).show_all()
 
     def action_pan(self, direction: int) -> None:
-        self.query_one(Timeline).pan(0.25 * direction)
+        timeline = self.query_one(Timeline)
+        before = timeline.view_start
+        timeline.pan(0.25 * direction)
+        if timeline.view_start == before:
+            if timeline.view_span >= timeline.data.end_time:
+                self._refuse("the timeline shows the whole trace: + zooms in, then < > pan")
+            else:
+                self._refuse(f"the timeline is at the {'start' if direction < 0 else 'end'}")
+        else:
+            self._timeline_moved(timeline)
+
+    def _timeline_moved(self, timeline: Timeline) -> None:
+        # Replace what an earlier zoom or pan said (at the start, as far as it goes), which
+        # is no longer true; leave any other status (a stop's reason) alone.
+        if self.status.startswith("the timeline"):
+            start = max(int(timeline.view_start), 0)
+            end = min(int(timeline.view_start + timeline.view_span), timeline.data.end_time)
+            self.status = f"the timeline shows cycles {start:,} to {end:,}"
 
     def action_help(self) -> None:
         keys = [
@@ -584,6 +611,7 @@ class KbdebugApp(App[int]):
 
     def on_future_chosen(self, message: FutureChosen) -> None:
         self.selected_future = message.future
+        self.status = queries.future_text(self.replay, message.future)
 
     def on_finding_chosen(self, message: FindingChosen) -> None:
         self.jump_to_finding(message.finding)

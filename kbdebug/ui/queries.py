@@ -278,6 +278,21 @@ def tl_call_text(replay: Replay, i: int, place: bool = True) -> str:
     return f"{text} (event #{i})" if place else text
 
 
+def future_text(replay: Replay, future: int) -> str:
+    """A future picked in the table: what it is, and the keys that follow it."""
+    index = replay.index
+    f, k = index.futures, index.commands
+    if not 0 <= future < len(f.cmd):
+        return f"no future {future}"
+    cmd = int(f.cmd[future])
+    what = ""
+    if cmd >= 0:
+        loc = index.loc(int(k.loc[cmd])) if cmd < len(k.loc) else None
+        where = f" at {short_loc(loc)}" if loc is not None else ""
+        what = f" ({index.string(int(k.op[cmd]))} on PE {int(k.pe[cmd])}{where})"
+    return f"future {future}{what}: f/F walk its lifecycle, z zooms the timeline to it"
+
+
 def seek_cycle_text(replay: Replay, cycle: int) -> str:
     """Where a seek to ``cycle`` landed: the last event at or before it."""
     current = replay.position - 1
