@@ -210,3 +210,30 @@ def test_run_killed_with_sigkill_leaves_a_readable_prefix(tmp_path):
     assert len(trace.events) > 10_000
     assert trace.header["launch"]["kernel"] == "decode_prefetch"
     assert "emulator/kernels/attention.py" in trace.sources
+
+
+def test_a_hardware_field_the_scenario_overrides_is_refused_not_ignored(tmp_path, capsys):
+    out = tmp_path / "p.kbt"
+    assert main(["run", "prefill", "--set", "mesh_cols=2", "-q", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "prefill sets mesh_cols to 4 itself" in err and "pes" in err
+    assert not out.exists()
+
+
+def test_set_mesh_reaches_a_user_scenario_without_a_config_parameter(tmp_path, capsys):
+    path = tmp_path / "grid.py"
+    path.write_text(
+        "from emulator import Memory\n"
+        "from emulator.scenarios import Scenario\n"
+        "def k(tl):\n"
+        "    tl.zeros((4,))\n"
+        "def launch():\n"
+        "    return Scenario(kernel=k, args=(), grid=(4,), memory=Memory(1024))\n"
+    )
+    out = tmp_path / "g.kbt"
+    assert main(["run", f"{path}:launch", "-q", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "needs 4 PEs but the mesh has 1" in err and "no trace written" in err
+    assert not out.exists()
+    assert main(["run", f"{path}:launch", "--set", "mesh_cols=4", "-q", "-o", str(out)]) == 0
+    assert read_trace(out).header["mesh"] == [1, 4]

@@ -92,9 +92,17 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(scenario, Scenario):
         raise UserError(f"{name} returned {type(scenario).__name__}, expected a Scenario")
     if "config" not in scenario_params and (hw or args.config):
-        scenario.config = config.replace(
-            mesh_rows=scenario.config.mesh_rows, mesh_cols=scenario.config.mesh_cols
-        )
+        # A --config file stands for the hardware, not the launch: the scenario keeps its
+        # mesh unless --set names it.
+        mesh = {"mesh_rows": scenario.config.mesh_rows, "mesh_cols": scenario.config.mesh_cols}
+        scenario.config = config.replace(**{**mesh, **hw})
+    for key, value in hw.items():
+        if getattr(scenario.config, key) != value:
+            own = ", ".join(sorted(scenario_params - {"config"}))
+            raise UserError(
+                f"--set {key}={value}: {name} sets {key} to {getattr(scenario.config, key)} "
+                f"itself; use its own parameters ({own})"
+            )
 
     output = Path(args.output or f"{Path(name).stem}.kbt")
     try:
@@ -118,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
 
     size = output.stat().st_size
+    if failure is not None and size == 0:
+        # Refused before anything ran (a grid the mesh cannot hold, say): no trace to keep.
+        output.unlink()
+        raise UserError(f"{failure} (nothing ran, no trace written)", status=1)
     print(
         f"trace:  {output} ({size:,} bytes, {writer.events:,} events, "
         f"{size / max(writer.events, 1):.1f} bytes/event)"
