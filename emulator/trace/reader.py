@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any, NoReturn
 
 import msgpack
+import numpy as np
 
 from emulator.trace import wire
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.schema import CHANNEL_KINDS, FIELDS, STATUSES, Kind, SourceLoc
 
-__all__ = ["Trace", "TraceFormatError", "read_trace"]
+__all__ = ["EventTables", "Trace", "TraceFormatError", "read_trace", "read_trace_tables"]
 
 INT64_MAX = 2**63 - 1
 # Bytes handed to the unpacker at a time; progress is reported once per chunk. A
@@ -68,6 +72,77 @@ class Trace:
             yield self.decode(i)
 
 
+@dataclass
+class EventTables:
+    """A batch of events as int64 arrays, for a caller that indexes a trace.
+
+    ``kinds`` holds each event's kind, in file order. ``tables`` maps each kind in
+    the batch to ``(at, rows)``: the positions of its events in the batch, and their
+    records as the rows of an int64 array, ``[kind, time, pe, *fields]`` as
+    ``Trace.events`` holds them (time absolute, ids as ids, bools as 0 or 1) but for
+    an ISSUE's shape, which is there the index of the shape in ``shapes``.
+    """
+
+    kinds: np.ndarray
+    tables: dict[int, tuple[np.ndarray, np.ndarray]]
+    shapes: list[tuple[int, ...]]
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    @classmethod
+    def from_records(cls, records: Sequence[Sequence[Any]]) -> EventTables:
+        """The tables of valid event records, lists or tuples ``[kind, time, pe, *fields]``.
+
+        Raises OverflowError if an int does not fit in an int64.
+        """
+        n = len(records)
+        kinds = np.fromiter(map(_first, records), dtype=np.int8, count=n)
+        order = np.argsort(kinds, kind="stable")
+        bounds = np.searchsorted(kinds[order], _KIND_EDGES)
+        tables = {}
+        shapes: list[tuple[int, ...]] = []
+        for kind in np.flatnonzero(np.diff(bounds)).tolist():
+            at = order[bounds[kind] : bounds[kind + 1]]
+            group = itemgetter(*at.tolist())(records) if len(at) > 1 else (records[at[0]],)
+            if kind == Kind.ISSUE:
+                rows, shapes = _issue_rows(group)
+            else:
+                width = _WIDTHS[kind]
+                rows = np.fromiter(
+                    chain.from_iterable(group), dtype=np.int64, count=len(group) * width
+                ).reshape(len(group), width)
+            tables[kind] = (at, rows)
+        return cls(kinds, tables, shapes)
+
+
+_first = itemgetter(0)
+_KIND_EDGES = np.arange(max(Kind) + 2)
+_WIDTHS = {int(kind): 3 + len(fields) for kind, fields in FIELDS.items()}
+_SHAPE_AT = 3 + [name for name, _ in FIELDS[Kind.ISSUE]].index("shape")
+_issue_shape = itemgetter(_SHAPE_AT)
+_issue_ints = itemgetter(*(at for at in range(_WIDTHS[Kind.ISSUE]) if at != _SHAPE_AT))
+
+
+def _issue_rows(
+    issues: Sequence[Sequence[Any]],
+) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """ISSUE records as rows with their shapes as ids, and the shapes those ids index."""
+    m = len(issues)
+    ints = np.fromiter(
+        chain.from_iterable(map(_issue_ints, issues)),
+        dtype=np.int64,
+        count=m * (_WIDTHS[Kind.ISSUE] - 1),
+    ).reshape(m, -1)
+    keys = list(map(tuple, map(_issue_shape, issues)))
+    ids = {shape: i for i, shape in enumerate(dict.fromkeys(keys))}
+    rows = np.empty((m, _WIDTHS[Kind.ISSUE]), dtype=np.int64)
+    rows[:, :_SHAPE_AT] = ints[:, :_SHAPE_AT]
+    rows[:, _SHAPE_AT] = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=m)
+    rows[:, _SHAPE_AT + 1 :] = ints[:, _SHAPE_AT:]
+    return rows, list(ids)
+
+
 def read_trace(
     source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     *,
@@ -92,19 +167,51 @@ def read_trace(
     Raises TraceFormatError (a ValueError) for anything that is not a valid
     trace, OSError if the file cannot be read.
     """
+    name, data = _load(source)
+    return _parse(_Parser(name, data, progress, on_batch, keep_events))
+
+
+def read_trace_tables(
+    source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+    on_tables: Callable[[EventTables], None],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Trace:
+    """Read and validate a trace as read_trace does, handing its events to ``on_tables``
+    as EventTables, chunk by chunk, instead of keeping them (``Trace.events`` is empty).
+
+    For indexing a large trace: each record is checked for its types on its own,
+    but for its ranges with the others of its chunk, on the arrays then handed
+    over. Whatever is out of the ordinary (the footer, a bad record, bytes that are
+    not msgpack) sends the reader back the way read_trace goes, from that record,
+    or from the start of the chunk if an earlier one is out of range: the errors
+    are read_trace's, with the same offsets and event indices.
+
+    ``progress`` is as for read_trace. Tables handed over before an error are not
+    taken back; an exception ``on_tables`` raises propagates.
+
+    Raises TraceFormatError (a ValueError) for anything that is not a valid
+    trace, OSError if the file cannot be read.
+    """
+    name, data = _load(source)
+    return _parse(_Parser(name, data, progress, on_tables=on_tables))
+
+
+def _load(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> tuple[str, bytes]:
+    """The name to give in errors and the bytes of a trace given by path or by its bytes."""
     if isinstance(source, str | os.PathLike):
-        name = os.fspath(source)
         with open(source, "rb") as f:
-            data = f.read()
-    else:
-        name = "<bytes>"
-        data = bytes(source)
+            return os.fspath(source), f.read()
+    return "<bytes>", bytes(source)
+
+
+def _parse(parser: _Parser) -> Trace:
     # A million small lists would trigger the cyclic collector hundreds of times, for
     # nothing (records hold no cycles): pausing it halves the time to read a trace.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Parser(name, data, progress, on_batch, keep_events).parse()
+        return parser.parse()
     finally:
         if collecting:
             gc.enable()
@@ -157,7 +264,9 @@ def _is_shape(value: list[Any]) -> bool:
     return True
 
 
-def _compile_checks() -> Callable[..., tuple[dict[int, Callable[[list[Any]], bool]], Callable]]:
+def _compile_checks(
+    array: type = list, ranges: bool = True
+) -> Callable[..., tuple[dict[int, Callable[[Any], bool]], Callable[[int, int], None]]]:
     """Compile, from _RULES, ``make_checks(n_pes, n_channels)`` returning per kind a
     ``check(record) -> bool`` that is True for a valid event record, and
     ``defined(n_strings, n_locs)`` to call whenever a string or loc is defined.
@@ -167,6 +276,10 @@ def _compile_checks() -> Callable[..., tuple[dict[int, Callable[[list[Any]], boo
     type(v1) is int and 0 <= v1 and ... and 0 <= v3 < n_channels``: validating a
     million records this way takes a third of the time a loop over the rules would.
     The counts of ids defined are variables of the closure, not ``len()`` calls.
+
+    ``array`` is the type msgpack arrays are unpacked as (list, or tuple for the
+    fast path of read_trace_tables); with ``ranges`` False, the checks test types
+    and shapes only, leaving the other ranges to _out_of_range.
     """
     lines = [
         "def make_checks(n_pes, n_channels):",
@@ -180,8 +293,8 @@ def _compile_checks() -> Callable[..., tuple[dict[int, Callable[[list[Any]], boo
         names = [f"v{at}" for at in range(len(rules) + 1)]
         terms = ["type(v0) is int"]
         for name, (_, wanted, range_) in zip(names[1:], rules, strict=True):
-            terms.append(f"type({name}) is {wanted.__name__}")
-            if range_ is not None:
+            terms.append(f"type({name}) is {(array if wanted is list else wanted).__name__}")
+            if range_ is not None and (ranges or range_ == "shape"):
                 terms.append(_RANGE_TESTS[range_].format(v=name))
         lines.append(f"    def check_{Kind(code).name}(r):")
         lines.append(f"        {', '.join(names)}, = r")
@@ -194,6 +307,46 @@ def _compile_checks() -> Callable[..., tuple[dict[int, Callable[[list[Any]], boo
 
 
 _make_checks = _compile_checks()
+# The fast path's checks, of types and shapes only: the same whatever the header says.
+_TYPE_CHECKS, _ = _compile_checks(tuple, ranges=False)(0, 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _range_rows(
+    n_pes: int, n_channels: int, n_strings: int, n_locs: int
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per kind, the lowest and highest value of each item of its records as rows of
+    EventTables (the time item being the delta, as in the file). Not to be modified:
+    the same arrays serve every batch read with the same ranges."""
+    bounds: dict[str | None, tuple[int, int]] = {
+        "time": (0, INT64_MAX),
+        "pe": (0, n_pes - 1),
+        "channel": (0, n_channels - 1),
+        "string": (0, n_strings - 1),
+        "loc": (-1, n_locs - 1),
+    }
+    whole = (-(2**63), INT64_MAX)  # the kind, bools, shape ids, int64s
+    rows = {}
+    for code, rules in _RULES.items():
+        low, high = zip(whole, *(bounds.get(range_, whole) for _, _, range_ in rules), strict=True)
+        rows[code] = (np.array(low, dtype=np.int64), np.array(high, dtype=np.int64))
+    return rows
+
+
+def _columns_of(range_: str) -> dict[int, list[int]]:
+    """Per kind, the items of its records checked against ``range_``."""
+    return {
+        code: [at for at, (_, _, r) in enumerate(rules, start=1) if r == range_]
+        for code, rules in _RULES.items()
+    }
+
+
+_STRING_COLUMNS = _columns_of("string")
+_LOC_COLUMNS = _columns_of("loc")
+
+
+def _out_of_range(rows: np.ndarray, low: np.ndarray, high: np.ndarray) -> bool:
+    return not ((rows >= low) & (rows <= high)).all()
 
 
 class _Parser:
@@ -206,13 +359,25 @@ class _Parser:
         progress: Callable[[int, int], None] | None,
         on_batch: Callable[[list[list[Any]]], None] | None = None,
         keep_events: bool = True,
+        on_tables: Callable[[EventTables], None] | None = None,
     ):
         self.name = name
         self.data = data
         self.progress = progress
         self.on_batch = on_batch
         self.keep_events = keep_events
+        self.on_tables = on_tables
+        if on_tables is not None:
+            # Where the fast path does not go, records are handed over as read_trace does.
+            self.on_batch, self.keep_events = self.hand_records_as_tables, False
         self.handed = 0  # events passed to on_batch (and dropped, unless keep_events)
+        # Reading with consume_fast (see read_trace_tables), which it does from the
+        # header on, unless the trace is of a newer minor version, until it gives up.
+        self.fast = False
+        self.base = 0  # offset in data of the unpacker's first byte
+        # Positions in consume_fast's batch where strings and locs were defined.
+        self.string_defs: list[int] = []
+        self.loc_defs: list[int] = []
         self.header: dict[str, Any] = {}
         self.version: tuple[int, int] | None = None
         self.lenient = False  # a newer minor version: skip what we do not know
@@ -250,6 +415,12 @@ class _Parser:
             self.handed += len(batch)
             self.on_batch(batch)
 
+    def hand_records_as_tables(self, records: list[list[Any]]) -> None:
+        assert self.on_tables is not None
+        # Past the int64 range, the read fails at its end (see parse): nothing to index.
+        if records[-1][1] <= INT64_MAX:
+            self.on_tables(EventTables.from_records(records))
+
     def fail(self, reason: str, offset: int | None, event_index: int | None = None) -> NoReturn:
         raise TraceFormatError(
             reason, source=self.name, offset=offset, event_index=event_index
@@ -258,24 +429,23 @@ class _Parser:
     def parse(self) -> Trace:
         data = self.data
         total = len(data)
-        unpacker = msgpack.Unpacker(
-            raw=False,
-            strict_map_key=True,
-            max_buffer_size=wire.MAX_RECORD_BYTES,
-            max_str_len=min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
-            max_bin_len=min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
-            max_array_len=wire.MAX_ARRAY_LEN,
-            max_map_len=wire.MAX_MAP_LEN,
-            max_ext_len=0,
-        )
+        unpacker = self.unpacker()
         view = memoryview(data)
-        fed = 0  # bytes handed to the unpacker
+        fed = 0  # end of the bytes handed to the unpacker
         pos = 0  # end of the last whole object
         try:
             while True:
+                fast = self.fast
                 pos = self.consume(unpacker, pos)
                 self.hand_over()
-                if fed == total or self.footer is not None:
+                if self.footer is not None:
+                    break
+                if self.fast != fast:
+                    # The fast path takes over after the header, or gives up: either
+                    # way, read on from pos with the other kind of unpacker.
+                    unpacker = self.unpacker()
+                    fed = self.base = pos
+                elif fed == total:
                     break
                 # Never hand the unpacker more than MAX_RECORD_BYTES past the last whole
                 # object, so one huge object fails here instead of growing the buffer.
@@ -311,9 +481,25 @@ class _Parser:
             truncated_at=None if self.footer is not None else pos,
         )
 
+    def unpacker(self) -> msgpack.Unpacker:
+        """An unpacker enforcing the format's limits, of arrays as tuples on the fast path."""
+        return msgpack.Unpacker(
+            raw=False,
+            use_list=not self.fast,
+            strict_map_key=True,
+            max_buffer_size=wire.MAX_RECORD_BYTES,
+            max_str_len=min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
+            max_bin_len=min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
+            max_array_len=wire.MAX_ARRAY_LEN,
+            max_map_len=wire.MAX_MAP_LEN,
+            max_ext_len=0,
+        )
+
     def consume(self, unpacker: msgpack.Unpacker, pos: int) -> int:
         """Validate every whole object the unpacker holds, stopping after the footer;
         return the end of the last one."""
+        if self.fast:
+            return self.consume_fast(unpacker, pos)
         try:
             return self.consume_records(unpacker, pos)
         except (ValueError, msgpack.UnpackException) as exc:
@@ -323,7 +509,14 @@ class _Parser:
             self.fail(f"malformed msgpack ({type(exc).__name__}: {exc})", self.pos, index)
 
     def consume_records(self, unpacker: msgpack.Unpacker, pos: int) -> int:
-        tell = unpacker.tell
+        if self.base:
+            base = self.base
+
+            def tell() -> int:
+                return base + unpacker.tell()
+
+        else:
+            tell = unpacker.tell
         self.pos = pos
         if self.version is None:
             for header in unpacker:
@@ -331,6 +524,8 @@ class _Parser:
                 pos = self.pos = tell()
                 break
             else:
+                return pos
+            if self.fast:
                 return pos
         checks = self.checks
         append = self.events.append
@@ -361,6 +556,111 @@ class _Parser:
             # Where a msgpack error surfaces: the start of the object being unpacked.
             self.pos = pos
         return pos
+
+    def consume_fast(self, unpacker: msgpack.Unpacker, pos: int) -> int:
+        """consume_records for read_trace_tables: hand over the events the unpacker holds
+        as EventTables, checking their types one by one and their ranges all at once.
+
+        Gives up (clearing ``fast``) at the first object that is not a valid event or
+        definition, returning its offset for consume_records to read on from there;
+        or, if an event before it is out of range, undoes the definitions read and
+        returns ``pos``, for consume_records to read the whole chunk again.
+        """
+        base = self.base
+        chunk_start = pos
+        n_strings, n_locs, n_sources = len(self.strings), len(self.locs), len(self.sources)
+        self.string_defs.clear()
+        self.loc_defs.clear()
+        batch: list[tuple[Any, ...]] = []
+        append = batch.append
+        tell = unpacker.tell
+        checks = _TYPE_CHECKS
+        end = pos - base  # of the last whole object, relative to the unpacker's start
+        stop = None  # where the fast path gives up
+        try:
+            for record in unpacker:
+                start = end
+                end = tell()
+                try:
+                    valid = type(record) is tuple and checks[record[0]](record)
+                except (KeyError, TypeError, IndexError, ValueError):
+                    valid = False
+                if valid:
+                    append(record)
+                elif not self.fast_definition(record, base + start, len(batch)):
+                    stop = base + start
+                    break
+        except (ValueError, msgpack.UnpackException):
+            stop = base + end  # the start of the object that failed to unpack
+        tables = self.fast_tables(batch) if batch else None
+        if batch and tables is None:
+            del self.strings[n_strings:], self.locs[n_locs:]
+            for file in list(self.sources)[n_sources:]:
+                del self.sources[file]
+            self.defined(n_strings, n_locs)
+            self.fast = False
+            return chunk_start
+        if tables is not None:
+            self.handed += len(batch)
+            assert self.on_tables is not None
+            self.on_tables(tables)
+        if stop is not None:
+            self.fast = False
+            return stop
+        return base + end
+
+    def fast_definition(self, record: Any, start: int, at: int) -> bool:
+        """Apply a definition record met by consume_fast, ``at`` events into its batch;
+        False if ``record`` is something else, or wrong."""
+        if type(record) is not tuple or not record or type(record[0]) is not int:
+            return False
+        try:
+            if record[0] == wire.DEFINE_STRING:
+                self.define_string(record, start)
+                self.string_defs.append(at)
+            elif record[0] == wire.DEFINE_LOC:
+                self.define_loc(record, start)
+                self.loc_defs.append(at)
+            elif record[0] == wire.EMBED_SOURCE:
+                self.embed_source(record, start)
+            else:
+                return False
+        except TraceFormatError:
+            return False
+        return True
+
+    def fast_tables(self, batch: list[tuple[Any, ...]]) -> EventTables | None:
+        """The EventTables of a batch of consume_fast's records, with times made absolute;
+        None if any item is out of range (or the times out of the int64 range)."""
+        try:
+            tables = EventTables.from_records(batch)
+        except OverflowError:
+            return None
+        ranges = _range_rows(self.n_pes, self.n_channels, len(self.strings), len(self.locs))
+        for kind, (at, rows) in tables.tables.items():
+            if _out_of_range(rows, *ranges[kind]):
+                return None
+            for defs, columns, count in (
+                (self.string_defs, _STRING_COLUMNS[kind], len(self.strings)),
+                (self.loc_defs, _LOC_COLUMNS[kind], len(self.locs)),
+            ):
+                if defs and columns:
+                    # Ids defined within the batch may be used only after their definition.
+                    defined = count - len(defs) + np.searchsorted(defs, at, side="right")
+                    if (rows[:, columns] >= defined[:, None]).any():
+                        return None
+        times = np.empty(len(batch), dtype=np.int64)
+        for at, rows in tables.tables.values():
+            times[at] = rows[:, 1]
+        np.cumsum(times, out=times)
+        times += self.time
+        # Times past the int64 range wrap around, and so go back.
+        if times[0] < self.time or (times[1:] < times[:-1]).any():
+            return None
+        for at, rows in tables.tables.values():
+            rows[:, 1] = times[at]
+        self.time = int(times[-1])
+        return tables
 
     # Records other than valid events of known kinds
 
@@ -521,6 +821,7 @@ class _Parser:
         self.header = header
         self.version = (major, minor)
         self.checks, self.defined = _make_checks(self.n_pes, self.n_channels)
+        self.fast = self.on_tables is not None and not self.lenient
 
     def read_channels(self, channels: Any, start: int) -> None:
         if type(channels) is not list:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from emulator.trace.reader import Trace
+from emulator.trace.reader import EventTables, Trace
 from emulator.trace.schema import FIELDS, Kind, SourceLoc, field_index
 
 NONE = -1
@@ -217,10 +215,6 @@ _STATUS_KINDS = (
 )
 _SCRATCH_KINDS = (Kind.SCRATCH_ALLOC, Kind.SCRATCH_FREE)
 
-# Items in each kind's record, [kind, time, pe, *fields]; 0 for codes that are not kinds.
-_WIDTH = np.zeros(128, dtype=np.int64)
-for _kind, _fields in FIELDS.items():
-    _WIDTH[_kind] = 3 + len(_fields)
 # Per kind: (position in the record, column) of each field that has a column.
 _PLACES = {
     kind: tuple(
@@ -230,33 +224,17 @@ _PLACES = {
     )
     for kind, fields in FIELDS.items()
 }
-# ISSUE records are flattened apart from the others, without their kind (known) and their
-# shape (a list, given an id instead): _ISSUE_ITEMS are the record positions taken, in the
-# order of the table.
-_WIDTH_BUT_ISSUE = _WIDTH.copy()
-_WIDTH_BUT_ISSUE[Kind.ISSUE] = 0
-_SHAPE_AT = 3 + field_index(Kind.ISSUE, "shape")
-_ISSUE_ITEMS = [at for at in range(1, _WIDTH[Kind.ISSUE]) if at != _SHAPE_AT]
-_issue_items = itemgetter(*_ISSUE_ITEMS)
-_issue_shape = itemgetter(_SHAPE_AT)
-# Where the columns of an ISSUE come from in that table.
-_ISSUE_COLUMNS = tuple(
-    (_ISSUE_ITEMS.index(at), column)
-    for at, column in ((1, "time"), (2, "pe"), *_PLACES[Kind.ISSUE])
-)
-# The fields the command table takes from ISSUE records, which have no column.
-_ISSUE_ONLY = tuple(
-    _ISSUE_ITEMS.index(3 + field_index(Kind.ISSUE, name)) for name in ("addr", "dtype", "blocking")
-)
-_first = itemgetter(0)
+# Where the fields of an ISSUE that have no column are in its record, for the command
+# table: addr, shape, dtype, blocking.
+_ISSUE_ONLY = [3 + field_index(Kind.ISSUE, name) for name in ("addr", "shape", "dtype", "blocking")]
 # The smallest event record: a fixarray header, kind, dt and pe of one byte each.
 MIN_EVENT_BYTES = 4
 
 
 class IndexBuilder:
-    """Accumulates event records batch by batch, then builds the TraceIndex.
+    """Accumulates events batch by batch, then builds the TraceIndex.
 
-    Records are converted as they come, straight into the columns, so a caller
+    Events are converted as they come, straight into the columns, so a caller
     streaming them from the reader never holds more than one batch as Python
     objects. ``capacity`` is how many events to make room for at once: with an
     upper bound (see ``capacity_for``) the columns are never copied to grow, and
@@ -276,7 +254,7 @@ class IndexBuilder:
 
     @property
     def count(self) -> int:
-        """Records added so far."""
+        """Events added so far."""
         return self._count
 
     def add(self, records: list[list[Any]]) -> None:
@@ -284,44 +262,36 @@ class IndexBuilder:
 
         The records are not modified and not kept.
         """
-        n = len(records)
+        if records:
+            self.add_tables(EventTables.from_records(records))
+
+    def add_tables(self, tables: EventTables) -> None:
+        """Take a batch of validated events as read_trace_tables hands them over."""
+        n = len(tables)
         if not n:
             return
-        # Every item of a record is an int (or a bool) but an ISSUE's shape, so the records
-        # flatten into int arrays: ISSUE records into one, the others into another, with
-        # each record's start found from its kind's width.
-        kinds = np.fromiter(map(_first, records), dtype=np.int8, count=n)
-        issue_at = np.flatnonzero(kinds == Kind.ISSUE)
-        others = records
-        if len(issue_at):
-            at = issue_at.tolist()
-            issues = itemgetter(*at)(records) if len(at) > 1 else (records[at[0]],)
-            others = records.copy()
-            for i in at:
-                others[i] = ()
-        widths = _WIDTH_BUT_ISSUE[kinds]
-        ends = np.cumsum(widths)
-        flat = np.fromiter(chain.from_iterable(others), dtype=np.int64, count=int(ends[-1]))
-        starts = ends - widths
-        del others, ends, widths
-
         base = self._count
         self._reserve(n)
-        self._columns["kind"][base : base + n] = kinds
+        self._columns["kind"][base : base + n] = tables.kinds
         cols = {name: self._columns[name][base : base + n] for name in COLUMNS[1:]}
         for column in cols.values():
             column.fill(NONE)
-        order = np.argsort(kinds, kind="stable")
-        bounds = np.searchsorted(kinds[order], np.arange(len(_WIDTH) + 1))
-        for kind in np.flatnonzero(np.diff(bounds)).tolist():
-            if kind == Kind.ISSUE:
-                continue
-            where = order[bounds[kind] : bounds[kind + 1]]
-            first = starts[where]
+        for kind, (at, rows) in tables.tables.items():
             for offset, column in ((1, "time"), (2, "pe"), *_PLACES[kind]):
-                cols[column][where] = flat[first + offset]
-        if len(issue_at):
-            self._add_issues(issues, issue_at, cols)
+                cols[column][at] = rows[:, offset]
+        if Kind.ISSUE in tables.tables:
+            at, rows = tables.tables[Kind.ISSUE]
+            shapes = self._shapes
+            ids = np.array([shapes.setdefault(s, len(shapes)) for s in tables.shapes], np.int64)
+            addr, shape, dtype, blocking = _ISSUE_ONLY
+            # The command table's columns: event index, addr, shape id, dtype, blocking.
+            issues = np.empty((len(at), 5), dtype=np.int64)
+            issues[:, 0] = at + base
+            issues[:, 1] = rows[:, addr]
+            issues[:, 2] = ids[rows[:, shape]]
+            issues[:, 3] = rows[:, dtype]
+            issues[:, 4] = rows[:, blocking]
+            self._issues.append(issues)
         self._count += n
 
     def _reserve(self, n: int) -> None:
@@ -334,30 +304,6 @@ class IndexBuilder:
             grown = np.empty(room, dtype=column.dtype)
             grown[: self._count] = column[: self._count]
             self._columns[name] = grown
-
-    def _add_issues(
-        self, issues: tuple[list[Any], ...], at: np.ndarray, cols: dict[str, np.ndarray]
-    ) -> None:
-        """Fill the columns of a batch's ISSUE records (at ``at``) and add them to the table."""
-        m = len(issues)
-        table = np.fromiter(
-            chain.from_iterable(map(_issue_items, issues)),
-            dtype=np.int64,
-            count=m * len(_ISSUE_ITEMS),
-        ).reshape(m, len(_ISSUE_ITEMS))
-        for j, column in _ISSUE_COLUMNS:
-            cols[column][at] = table[:, j]
-        shapes = self._shapes
-        keys = list(map(tuple, map(_issue_shape, issues)))
-        for shape in dict.fromkeys(keys):
-            shapes.setdefault(shape, len(shapes))
-        out = np.empty((m, 5), dtype=np.int64)
-        out[:, 0] = at + self._count
-        out[:, 1] = table[:, _ISSUE_ONLY[0]]
-        out[:, 2] = np.fromiter(map(shapes.__getitem__, keys), dtype=np.int64, count=m)
-        out[:, 3] = table[:, _ISSUE_ONLY[1]]
-        out[:, 4] = table[:, _ISSUE_ONLY[2]]
-        self._issues.append(out)
 
     def build(self, trace: Trace) -> TraceIndex:
         """The index, with the header, footer and tables of ``trace`` (its events ignored)."""

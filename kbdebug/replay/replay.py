@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emulator.trace.reader import read_trace
+from emulator.trace.reader import read_trace_tables
 from emulator.trace.schema import FIELDS, Kind, SourceLoc
 from kbdebug.replay.index import COLUMN_OF_FIELD, NONE, IndexBuilder, TraceIndex
 from kbdebug.replay.state import PHASES, State, apply_events, future_phases, state_at
@@ -68,8 +68,8 @@ class Replay:
     ) -> Replay:
         """Read, validate and index the trace at ``path``.
 
-        Records go from the reader to the index batch by batch, so the whole
-        trace is never held as Python objects. ``progress(fraction)`` is called
+        Events go from the reader to the index batch by batch, as arrays, so the
+        whole trace is never held as Python objects. ``progress(fraction)`` is called
         as the file is read and indexed (0..0.95) and once the tables are built
         (1.0); an exception it raises cancels the open. Raises TraceFormatError
         (a ValueError) for a bad file, OSError when it cannot be read.
@@ -81,7 +81,7 @@ class Replay:
                 progress(0.95 * done / max(total, 1))
 
         builder = IndexBuilder(IndexBuilder.capacity_for(os.path.getsize(path)))
-        trace = read_trace(path, progress=on_read, on_batch=builder.add, keep_events=False)
+        trace = read_trace_tables(path, builder.add_tables, progress=on_read)
         index = builder.build(trace)
         if progress is not None:
             progress(1.0)
