@@ -31,6 +31,10 @@ def to_numpy(name: str) -> np.dtype:
 def name_of(dtype: np.dtype) -> str:
     """The dtype name of a numpy dtype; DtypeError if the emulator has none."""
     try:
+        return _NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
         return _NAMES[np.dtype(dtype)]
     except KeyError:
         raise DtypeError(f"numpy dtype {np.dtype(dtype)} has no emulator equivalent") from None
