@@ -22,13 +22,17 @@ class Scratch:
         #: Live buffers: id -> bytes.
         self.buffers: dict[int, int] = {}
 
-    def alloc(self, buffer: int, nbytes: int) -> None:
-        """Reserve ``nbytes`` as ``buffer``; ScratchOverflowError if they do not fit."""
+    def check(self, nbytes: int) -> None:
+        """Raise ScratchOverflowError unless ``nbytes`` more would fit."""
         if self.in_use + nbytes > self.capacity:
             raise ScratchOverflowError(
                 f"scratch overflow: {nbytes} bytes requested with {self.in_use} of "
                 f"{self.capacity} in use"
             )
+
+    def alloc(self, buffer: int, nbytes: int) -> None:
+        """Reserve ``nbytes`` as ``buffer``; ScratchOverflowError if they do not fit."""
+        self.check(nbytes)
         self.buffers[buffer] = nbytes
         self.in_use += nbytes
         self.peak = max(self.peak, self.in_use)

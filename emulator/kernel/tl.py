@@ -470,9 +470,10 @@ class TL:
 
     def _check_fits(self, nbytes: int, loc: SourceLoc) -> None:
         """Refuse before anything is recorded, so a refused load leaves no trace of issue."""
-        scratch = self._pe.scratch
-        if scratch.in_use + nbytes > scratch.capacity:
-            self._alloc(nbytes, loc)  # raises ScratchOverflowError with the full message
+        try:
+            self._pe.scratch.check(nbytes)
+        except EmulatorError as e:
+            raise self._error(type(e), e.detail, loc) from None
 
     def _alloc(self, nbytes: int, loc: SourceLoc) -> Buffer:
         buffer = Buffer(self._launch.next_buffer(), nbytes)

@@ -16,7 +16,7 @@ from typing import Any
 from emulator.config import HardwareConfig
 from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelError
 from emulator.recorder import NullRecorder
-from emulator.scenarios import SCENARIOS, Scenario, parameters
+from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.errors import UserError
 
@@ -188,8 +188,6 @@ def _builder(spec: str):
 
 
 def _accepted(builder) -> set[str]:
-    if builder in SCENARIOS.values():
-        return set(parameters(next(k for k, v in SCENARIOS.items() if v is builder))) | {"config"}
     try:
         return set(inspect.signature(builder).parameters)
     except (TypeError, ValueError):
