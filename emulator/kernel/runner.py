@@ -116,10 +116,10 @@ def run_kernel(
     """Run ``kernel(tl, *args)`` once per program of ``grid``, program i on PE i.
 
     ``trace`` writes a .kbt file (complete with its footer even when the run
-    fails); ``recorder`` receives every event too; ``keep_events`` puts them in
-    the result. Raises KernelError when kernel code raises, DeadlockError when
-    kernels wait on what can never come, and the EmulatorError subclass of any
-    command the hardware refuses.
+    fails, status "interrupted" on KeyboardInterrupt); ``recorder`` receives
+    every event too; ``keep_events`` puts them in the result. Raises KernelError
+    when kernel code raises, DeadlockError when kernels wait on what can never
+    come, and the EmulatorError subclass of any command the hardware refuses.
     """
     config = config or HardwareConfig()
     memory = memory if memory is not None else Memory()
@@ -156,6 +156,18 @@ def run_kernel(
     except EmulatorError as e:
         status = "deadlock" if isinstance(e, DeadlockError) else "error"
         rec.end({"status": status, "end_time": launch.env.now, "error": str(e), "error_loc": e.loc})
+        raise
+    except KeyboardInterrupt as e:
+        # Stopped from outside (Ctrl+C, or a SIGTERM the caller turned into one): not the
+        # kernel's error, so not status "error". The message says what stopped it, if known.
+        rec.end(
+            {
+                "status": "interrupted",
+                "end_time": launch.env.now,
+                "error": f"interrupted by {e}" if str(e) else "interrupted",
+                "error_loc": None,
+            }
+        )
         raise
     except BaseException as e:
         rec.end(

@@ -97,8 +97,8 @@ FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
 # Channel kinds named in the header's channel table.
 CHANNEL_KINDS = ("dma_read", "dma_write", "gemm", "math", "ipcq")
 
-# Run outcomes written in a trace footer.
-STATUSES = ("ok", "error", "deadlock")
+# Run outcomes written in a trace footer ("interrupted": stopped by SIGINT/SIGTERM, since 1.1).
+STATUSES = ("ok", "error", "deadlock", "interrupted")
 
 
 def field_index(kind: Kind, name: str) -> int:

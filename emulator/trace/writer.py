@@ -69,6 +69,10 @@ class TraceWriter:
     ``emit`` checks the kind, the field count and that time does not go back
     (raising ValueError); field types are checked by the reader, so emulator
     tests should read back what they write.
+
+    A write the file refuses (a full disk) raises its OSError once, keeps it in
+    ``write_error`` and fails the writer: later calls write nothing more, so a
+    caller that catches something else (the kernel's error, say) can still tell.
     """
 
     def __init__(
@@ -107,6 +111,8 @@ class TraceWriter:
         self._sources: dict[str, str] = {}
         self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
         self._open = False  # True between begin and end: the only time emit is allowed
+        self.write_error: OSError | None = None
+        self._writing = False
 
     # Recorder protocol
 
@@ -230,21 +236,39 @@ class TraceWriter:
 
     # File handling
 
+    @property
+    def writing(self) -> bool:
+        """True while records move to the buffer or the file. An exception raised then
+        (by a signal handler) could write bytes twice or lose them, so a handler that
+        stops the run should wait until this is False."""
+        return self._writing
+
     def flush(self) -> None:
         """Write every record so far to the file and flush it."""
-        self._pack_pending(write=False)
-        if self._buf:
-            view = memoryview(self._buf)
-            try:
-                while view:
-                    written = self._file.write(view)
-                    view = view[len(view) if written is None else written :]
-            finally:
-                view.release()
-            self._buf.clear()
-        flush = getattr(self._file, "flush", None)
-        if flush is not None:
-            flush()
+        if self.write_error is not None:
+            return
+        was_writing, self._writing = self._writing, True
+        try:
+            self._pack_pending(write=False)
+            if self._buf:
+                view = memoryview(self._buf)
+                try:
+                    while view:
+                        written = self._file.write(view)
+                        view = view[len(view) if written is None else written :]
+                finally:
+                    view.release()
+                self._buf.clear()
+            flush = getattr(self._file, "flush", None)
+            if flush is not None:
+                flush()
+        except OSError as e:
+            self.write_error = e
+            self._open = False
+            self._state = "failed"
+            raise
+        finally:
+            self._writing = was_writing
 
     def close(self) -> None:
         """Flush and, if the writer opened the file, close it. Without ``end`` the trace
@@ -253,9 +277,11 @@ class TraceWriter:
             return
         self._open = False
         self._state = "closed"
-        self.flush()
-        if self._owns_file:
-            self._file.close()
+        try:
+            self.flush()
+        finally:
+            if self._owns_file:
+                self._file.close()
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -274,20 +300,24 @@ class TraceWriter:
 
     def _pack_pending(self, *, write: bool = True) -> None:
         """Pack the queued records into the buffer; write it out if it is full."""
-        pending = self._pending
-        if pending:
-            # A msgpack array is its header followed by its items' encodings, so
-            # dropping the header leaves the records back to back.
-            try:
-                packed = self._pack(pending)
-            except (TypeError, ValueError, OverflowError):
-                raise self._unpackable() from None
-            header = 1 if len(pending) < 16 else 3 if len(pending) < 65536 else 5
-            self._buf += memoryview(packed)[header:]
-            self._packed += len(pending)
-            pending.clear()
-        if write and len(self._buf) >= self.flush_bytes:
-            self.flush()
+        was_writing, self._writing = self._writing, True
+        try:
+            pending = self._pending
+            if pending:
+                # A msgpack array is its header followed by its items' encodings, so
+                # dropping the header leaves the records back to back.
+                try:
+                    packed = self._pack(pending)
+                except (TypeError, ValueError, OverflowError):
+                    raise self._unpackable() from None
+                header = 1 if len(pending) < 16 else 3 if len(pending) < 65536 else 5
+                self._buf += memoryview(packed)[header:]
+                self._packed += len(pending)
+                pending.clear()
+            if write and len(self._buf) >= self.flush_bytes:
+                self.flush()
+        finally:
+            self._writing = was_writing
 
     def _unpackable(self) -> TypeError:
         """Write the records before the first one msgpack cannot pack, then fail the writer.
