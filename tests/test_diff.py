@@ -10,10 +10,11 @@ import pytest
 
 from emulator.scenarios import decode_blocking, decode_prefetch
 from emulator.trace.schema import SourceLoc
+from kbdebug.analysis import findings_of
+from kbdebug.analysis.findings import Finding
 from kbdebug.cli import main
 from kbdebug.export.diff import HIGHER, LOWER, Change, compare
 from kbdebug.replay import Replay
-from kbdebug.replay.findings import Finding
 from kbdebug.replay.summary import ChannelBusy, LineStall, PEEfficiency, Summary, summarize
 
 KERNEL = "emulator/kernels/attention.py"
@@ -168,8 +169,8 @@ def test_depth_2_prefetch_against_blocking_shows_the_speed_up(traces, capsys):
 
 
 def test_depth_2_prefetch_removes_the_blocking_load_findings(traces, capsys):
-    a = Replay.open(traces["blocking"]).findings
-    b = Replay.open(traces["prefetch"]).findings
+    a = findings_of(Replay.open(traces["blocking"]))
+    b = findings_of(Replay.open(traces["prefetch"]))
     _, doc = diff_json(capsys, traces["blocking"], traces["prefetch"])
     removed = {f["id"] for f in doc["findings"]["removed"]}
     assert removed == {f.id for f in a} - {f.id for f in b}

@@ -59,6 +59,23 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
                 "emulator.hardware",
                 "greenlet",
                 "simpy",
+                "kbdebug.analysis",
+                "kbdebug.commands",
+                "kbdebug.export",
+            ),
+        ),
+        (
+            "kbdebug.analysis",
+            (
+                "textual",
+                "rich",
+                "kbdebug.ui",
+                "kbdebug.commands",
+                "kbdebug.export",
+                "emulator.kernel",
+                "emulator.hardware",
+                "greenlet",
+                "simpy",
             ),
         ),
         (

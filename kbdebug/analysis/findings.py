@@ -106,9 +106,10 @@ _PIPELINE_HINT = "see TilePipeline in emulator/kernels/pipeline.py"
 
 @dataclass(frozen=True)
 class Finding:
-    """One diagnosis, stable across runs of the same kernel source."""
+    """One diagnosis: what serialised, the line to change, and what fixing it is worth."""
 
-    #: Stable id: rule, then where (e.g. "KB101:emulator/kernels/attention.py:62").
+    #: Edit-proof id: rule, file, function, the tl call's text and its ordinal, ":peN" for
+    #: PE N > 0 (``kbdebug.analysis.identity``); stable while unrelated lines move.
     id: str
     #: Rule code, e.g. "KB101".
     rule: str
@@ -120,17 +121,24 @@ class Finding:
     end: int
     #: Event indices involved, in order; the first is where the debugger jumps.
     events: tuple[int, ...]
+    #: The line to change (inside a helper when the tl call is in one).
     loc: SourceLoc | None
     #: One line saying what happened.
     message: str
     #: One line saying what to change.
     suggestion: str
-    #: Cycles the finding is estimated to cost.
-    cycles: int = 0
+    #: Estimated cycles the PE's kernel saves when this is fixed.
+    saving: int = 0
+    #: ``saving`` as a share of the PE's kernel time (0..1).
+    share: float = 0.0
     #: Occurrences aggregated into this finding (loads, waits; 1 for KB106).
     count: int = 1
     #: Stalled cycles of the waits involved (0 where the rule is not about waits).
     stall: int = 0
+    #: The kernel line that called the helper holding ``loc`` (None outside helpers).
+    call_loc: SourceLoc | None = None
+    #: ``RULE:FILE:LINE[:peN]``: the line-based form, for humans and older selectors.
+    line_id: str = ""
 
 
 def finding_id(rule: str, loc: SourceLoc | None, pe: int) -> str:
@@ -306,7 +314,7 @@ def _finding(
         loc=group.loc,
         message=message,
         suggestion=suggestion,
-        cycles=group.lost,
+        saving=group.lost,
         count=group.count,
         stall=group.stall,
     )
@@ -706,7 +714,7 @@ def _overlap_efficiency(facts: _Facts) -> list[Finding]:
                     f"{eff.bound:,}: {eff.efficiency:.0%} overlap efficiency"
                 ),
                 suggestion=suggestion,
-                cycles=eff.achieved - eff.bound,
+                saving=eff.achieved - eff.bound,
             )
         )
     return out

@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from kbdebug.analysis import findings_of
 from kbdebug.commands.export import open_replay
 from kbdebug.export.diff import SCHEMA, Change, RunDiff, compare, to_json
 from kbdebug.replay.summary import Summary, summarize
@@ -50,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     a, b = open_replay(Path(args.a)), open_replay(Path(args.b))
-    diff = compare(summarize(a), summarize(b), a.findings, b.findings)
+    diff = compare(summarize(a), summarize(b), findings_of(a), findings_of(b))
     if args.json:
         sys.stdout.write(json.dumps(to_json(diff, args.a, args.b), indent=2) + "\n")
     else:

@@ -50,9 +50,10 @@ from typing import Any
 
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.schema import SourceLoc
+from kbdebug.analysis import findings_of
+from kbdebug.analysis.findings import RULES, Finding, matches
 from kbdebug.cli import UserError
 from kbdebug.replay import Replay
-from kbdebug.replay.findings import RULES, Finding, matches
 from kbdebug.replay.summary import FutureRow, Summary, futures_table, summarize
 
 SCHEMA = "kbdebug.report/1"
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     replay = open_trace(args.trace)
     summary = summarize(replay)
     futures = futures_table(replay)
-    findings = replay.findings
+    findings = findings_of(replay)
     if args.json:
         sys.stdout.write(json.dumps(to_json(args.trace, summary, futures, findings), indent=2))
         sys.stdout.write("\n")
@@ -175,7 +176,7 @@ def to_json(
                 "start": f.start,
                 "end": f.end,
                 "count": f.count,
-                "cycles": f.cycles,
+                "cycles": f.saving,
                 "stall": f.stall,
                 "message": f.message,
                 "suggestion": f.suggestion,
@@ -320,7 +321,7 @@ def render(path: str, summary: Summary, futures: list[FutureRow], findings: list
             lines += _futures_rows(worst)
     lines += ["", f"findings ({len(findings)}):" if findings else "findings: none"]
     for f in findings:
-        lines.append(f"  {f.id}  {f.title} (PE{f.pe}, {f.count:,}x, ~{f.cycles:,} cycles)")
+        lines.append(f"  {f.id}  {f.title} (PE{f.pe}, {f.count:,}x, ~{f.saving:,} cycles)")
         lines.append(f"      {f.message}")
         lines.append(f"      fix: {f.suggestion}")
     return "\n".join(lines) + "\n"

@@ -47,10 +47,11 @@ import numpy as np
 
 from emulator.trace.schema import CHANNEL_KINDS, Kind
 from kbdebug import __version__
+from kbdebug.analysis import findings_of
 from kbdebug.replay.index import NONE, TraceIndex
 
 if TYPE_CHECKING:
-    from kbdebug.replay.findings import Finding
+    from kbdebug.analysis.findings import Finding
     from kbdebug.replay.replay import Replay
 
 #: Rows formatted per write: bounds the memory of the export, whatever the trace's size.
@@ -209,7 +210,7 @@ def export_chrome(
     never held in memory.
     """
     if findings is None:
-        findings = replay.findings
+        findings = findings_of(replay)
     return _Exporter(replay, findings).write(out)
 
 
@@ -647,7 +648,7 @@ class _Exporter:
                 "source": str(finding.loc) if finding.loc else None,
                 "start_cycle": finding.start,
                 "end_cycle": finding.end,
-                "cycles": finding.cycles,
+                "saving": finding.saving,
             }
             body = json.dumps(args, ensure_ascii=False)[1:-1]
             instant(finding.pe, finding.start, "p", f"{finding.rule} {finding.title}",

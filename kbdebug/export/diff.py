@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.trace.schema import SourceLoc
-from kbdebug.replay.findings import Finding
+from kbdebug.analysis.findings import Finding
 from kbdebug.replay.summary import Summary
 
 SCHEMA = "kbdebug.diff/1"
@@ -211,7 +211,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "rule": f.rule,
         "title": f.title,
         "pe": f.pe,
-        "cycles": f.cycles,
+        "cycles": f.saving,
         "message": f.message,
     }
 

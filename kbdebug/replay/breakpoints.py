@@ -216,7 +216,8 @@ class FindingHit(Breakpoint):
 
     def find(self, replay: Replay) -> np.ndarray:
         events: list[int] = []
-        for finding in replay.findings:
+        # Findings come from the analysis layer above; none computed yet means none to hit.
+        for finding in replay.findings or ():
             if finding.id.startswith(self.prefix) or finding.rule.startswith(self.prefix):
                 events.extend(finding.events)
         return np.unique(np.array(events, dtype=np.int64))

@@ -7,7 +7,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +18,6 @@ from kbdebug.replay.state import PHASES, State, apply_events, future_phases, sta
 
 if TYPE_CHECKING:
     from kbdebug.replay.breakpoints import Breakpoint
-    from kbdebug.replay.findings import Finding
 
 #: Events between two checkpoints: the most any seek has to apply one by one.
 CHECKPOINT_EVERY = 256
@@ -288,9 +286,6 @@ class Replay:
         tables = (f.issue, f.request, f.grant, f.release, f.complete, f.wait_begin, f.wait_end)
         return sorted(int(t[future]) for t in tables if t[future] != NONE)
 
-    @cached_property
-    def findings(self) -> list[Finding]:
-        """Every serialisation finding in the trace (computed on first use)."""
-        from kbdebug.replay.findings import find_all
-
-        return find_all(self)
+    #: The findings of this trace once the analysis (``kbdebug.analysis.findings_of``)
+    #: has computed them; the replay layer itself never diagnoses.
+    findings: list | None = None

@@ -15,8 +15,9 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
 
 from emulator.trace.schema import Kind
+from kbdebug.analysis import findings_of
+from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Replay, SourceLine, StalledWait
-from kbdebug.replay.findings import Finding
 from kbdebug.ui import queries
 from kbdebug.ui.breakpoint_dialog import BreakpointDialog
 from kbdebug.ui.events_view import EventsView
@@ -260,7 +261,7 @@ class KbdebugApp(App[int]):
     def compute_findings(self, replay: Replay) -> None:
         """Run the findings rules on a private Replay over the same (read-only) index."""
         try:
-            findings = Replay(replay.index, replay.path).findings
+            findings = findings_of(Replay(replay.index, replay.path))
         except Exception as e:  # noqa: BLE001 - a failing rule must not take the debugger down
             self.post_message(FindingsComputed([], f"findings unavailable: {e!r}"))
             return

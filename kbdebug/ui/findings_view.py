@@ -9,7 +9,7 @@ from rich.style import Style
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from kbdebug.replay.findings import Finding
+from kbdebug.analysis.findings import Finding
 from kbdebug.ui.messages import FindingChosen
 from kbdebug.ui.queries import cycles, short_loc
 from kbdebug.ui.rowview import RowView
@@ -59,7 +59,7 @@ class FindingsView(RowView):
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
         finding = self.findings[row]
         where = short_loc(finding.loc) if finding.loc else ""
-        n = finding.cycles
+        n = finding.saving
         cost = f"~{n:,} cycles" if n and n < 1_000_000 else f"~{cycles(n)} cycles" if n else ""
         rule = base + self.component_style("findings-view--rule")
         return [

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Replay
-from kbdebug.replay.findings import Finding
 
 
 @dataclass

@@ -13,8 +13,8 @@ from collections import defaultdict
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
+from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Hit, Replay, SourceLine, StalledWait
-from kbdebug.replay.findings import Finding
 
 NONE = -1
 
