@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from pathlib import Path
 
 from emulator.trace.errors import TraceFormatError
 from kbdebug.errors import UserError
-from kbdebug.export.chrome import write_chrome
+from kbdebug.export.chrome import export_chrome
+from kbdebug.outputs import Output
 from kbdebug.replay.replay import Replay
 
 DESCRIPTION = """\
@@ -19,6 +22,11 @@ every transfer and compute command and every stalled wait; an async slice per
 future from issue to resolution; a flow arrow from each transfer to the wait it
 made stall; scratch in use as a counter; findings as instants. Times are in
 microseconds at the trace's clock (cycle / clock_mhz).
+
+OUT appears only once the export is whole (it is written to OUT.partial-PID
+beside it, then renamed). An existing OUT is replaced only if kbdebug export
+wrote it (or it is empty); --force replaces anything. A device or FIFO is
+written directly.
 """
 
 
@@ -34,6 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-o", "--output", metavar="OUT.json", help="output file (default: TRACE with .json)"
     )
+    p.add_argument(
+        "--force", action="store_true", help="replace OUT even if kbdebug export did not write it"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,12 +53,22 @@ def run(args: argparse.Namespace) -> int:
     if output.resolve() == trace.resolve():
         raise UserError(f"{output}: the output would overwrite the trace")
     replay = open_replay(trace)
+    out = Output(output, what="a kbdebug export", ours=_is_export, force=args.force)
+    f = out.open("w", encoding="utf-8", newline="\n")
     try:
-        stats = write_chrome(replay, output)
+        stats = export_chrome(replay, f)
     except OSError as e:
-        raise UserError(f"cannot write {output}: {e.strerror or e}") from None
+        out.discard()
+        raise UserError(f"cannot write {output}: {e.strerror or e}", status=1) from None
+    except BaseException:
+        out.discard()  # a half-written JSON is of no use to anyone
+        raise
+    out.commit()  # flushes the last bytes: a full disk may only show here
+    stats.path = os.fspath(output)
+    stats.bytes = 0 if out.stream else output.stat().st_size
+    size = "" if out.stream else f"{stats.bytes:,} bytes, "
     print(
-        f"wrote {output} ({stats.bytes:,} bytes, {stats.events:,} events) from "
+        f"wrote {output} ({size}{stats.events:,} events) from "
         f"{replay.n_events:,} trace events at {stats.clock_mhz:g} MHz"
     )
     if stats.clock_assumed:
@@ -56,6 +77,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: the trace is truncated; exported up to cycle {replay.end_time:,}")
     print("open it in https://ui.perfetto.dev or chrome://tracing")
     return 0
+
+
+def _is_export(path: Path) -> bool:
+    """Whether ``path`` is a JSON document kbdebug export wrote: its first key is
+    displayTimeUnit, then otherData with kbdebug_version (see chrome.py's write)."""
+    prefix = '{"displayTimeUnit":"ns","otherData":'
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(1 << 16)
+        other, _ = json.JSONDecoder().raw_decode(head, len(prefix))
+    except (OSError, ValueError):
+        return False
+    return head.startswith(prefix) and isinstance(other, dict) and "kbdebug_version" in other
 
 
 def open_replay(path: Path) -> Replay:

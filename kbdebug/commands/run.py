@@ -7,18 +7,25 @@ import ast
 import importlib.util
 import inspect
 import os
+import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import msgpack
 
 from emulator.config import HardwareConfig
 from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelError
 from emulator.recorder import NullRecorder
 from emulator.scenarios import SCENARIOS, Scenario
+from emulator.trace import wire
 from emulator.trace.writer import TraceWriter
 from kbdebug.errors import UserError
+from kbdebug.outputs import Output
 
 DESCRIPTION = """\
 Run a kernel in the emulator and record its trace.
@@ -26,6 +33,17 @@ Run a kernel in the emulator and record its trace.
 SCENARIO is a built-in name or path/to/file.py:function, where the function
 takes keyword parameters (set with --set) and returns an
 emulator.scenarios.Scenario.
+
+The trace goes to OUT (default SCENARIO.kbt, FILE.FUNCTION.kbt for a file's
+function) only once the run has ended: until then it is written to
+OUT.partial-PID beside it. A run that ends in a kernel error or a deadlock is
+still written to OUT (status error/deadlock in its footer); a launch refused
+before it runs leaves OUT as it was. Ctrl+C or SIGTERM stops the run, ends the
+trace with status "interrupted", keeps it as OUT.partial-PID, leaves OUT as
+it was and exits 130; a killed run leaves OUT.partial-PID without a footer
+(kbdebug reads it as truncated). An existing OUT is replaced only if it is a
+kbdebug trace (or empty); --force replaces anything. A device or FIFO
+(/dev/null, /dev/stdout, a named pipe) is written directly.
 """
 
 
@@ -52,7 +70,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a scenario parameter (e.g. n_tiles=64) or a hardware field (e.g. hbm_latency=800)",
     )
     p.add_argument("--config", metavar="HW.toml", help="hardware configuration file")
-    p.add_argument("-o", "--output", metavar="OUT.kbt", help="trace file (default SCENARIO.kbt)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.kbt",
+        help="trace file (default SCENARIO.kbt, or FILE.FUNCTION.kbt)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace OUT even if it is not a kbdebug trace"
+    )
     p.add_argument("--no-check", action="store_true", help="skip the numpy reference check")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     p.add_argument(
@@ -104,36 +130,60 @@ def run(args: argparse.Namespace) -> int:
                 f"itself; use its own parameters ({own})"
             )
 
-    output = Path(args.output or f"{Path(name).stem}.kbt")
-    try:
-        writer = TraceWriter(output)
-    except OSError as e:
-        raise UserError(f"cannot write {output}: {e.strerror}") from None
+    # _builder's name is SCENARIO or FILE.FUNCTION: two launches of one file get two traces.
+    out = Output(
+        args.output or f"{name}.kbt", what="a kbdebug trace", ours=_is_trace, force=args.force
+    )
+    output = out.target
     show = not args.quiet and sys.stderr.isatty()
     total = _estimate_events(builder, params) if show else None
+    # Unbuffered: the writer buffers itself, and a killed run keeps what it wrote out.
+    writer = TraceWriter(out.open("wb", buffering=0))
     progress = _Progress(writer, total, enabled=show)
     started = time.perf_counter()
     failure: EmulatorError | None = None
+    stopped: KeyboardInterrupt | None = None
     result = None
     progress.start()
     try:
-        result = scenario.run(recorder=writer)
+        with _stopped_by_signals(writer):
+            result = scenario.run(recorder=writer)
     except EmulatorError as e:
         failure = e
+    except KeyboardInterrupt as e:
+        stopped = e
+    except Exception:
+        if writer.write_error is None:
+            out.discard()
+            raise
+        # A refused write surfaces as whatever the emulator made of it: write_error tells.
     finally:
         progress.stop()
-        writer.close()
+        try:
+            writer.close()
+        except OSError:
+            pass  # kept in writer.write_error
     elapsed = time.perf_counter() - started
 
-    size = output.stat().st_size
-    if failure is not None and size == 0:
+    if writer.write_error is not None:
+        out.discard()
+        reason = writer.write_error.strerror or writer.write_error
+        raise UserError(f"cannot write {output}: {reason}", status=1)
+    if failure is not None and writer.events == 0:
         # Refused before anything ran (a grid the mesh cannot hold, say): no trace to keep.
-        output.unlink()
+        out.discard()
         raise UserError(f"{failure} (nothing ran, no trace written)", status=1)
-    print(
-        f"trace:  {output} ({size:,} bytes, {writer.events:,} events, "
-        f"{size / max(writer.events, 1):.1f} bytes/event)"
-    )
+    if stopped is not None:
+        raise UserError(_interrupted(out, writer, stopped), status=130)
+    size = out.size()
+    out.commit()
+    if out.stream:
+        print(f"trace:  {output} ({writer.events:,} events)")
+    else:
+        print(
+            f"trace:  {output} ({size:,} bytes, {writer.events:,} events, "
+            f"{size / max(writer.events, 1):.1f} bytes/event)"
+        )
     if failure is not None:
         kind = "deadlock" if isinstance(failure, DeadlockError) else "error"
         print(f"status: {kind} after {elapsed:.2f} s")
@@ -155,8 +205,71 @@ def run(args: argparse.Namespace) -> int:
         except AssertionError as e:
             raise UserError(f"output check failed: {e}", status=1) from None
         print("check:  output matches the numpy reference")
-    print(f"next:   kbdebug {output}")
+    if not out.stream:
+        print(f"next:   kbdebug {output}")
     return 0
+
+
+def _is_trace(path: Path) -> bool:
+    """Whether ``path`` starts with a kbt header: a trace kbdebug wrote, whole or cut short."""
+    try:
+        with open(path, "rb") as f:
+            # The header is the first object; a bounded buffer keeps a big non-trace cheap.
+            header = next(msgpack.Unpacker(f, max_buffer_size=1 << 20))
+    except (OSError, ValueError, StopIteration, msgpack.UnpackException):
+        return False
+    return isinstance(header, dict) and header.get("format") == wire.FORMAT_NAME
+
+
+def _interrupted(out: Output, writer: TraceWriter, stopped: KeyboardInterrupt) -> str:
+    """The one line for a run stopped by a signal, saying where its trace went."""
+    what = f"interrupted by {stopped}" if str(stopped) else "interrupted"
+    if writer.events == 0:
+        out.discard()
+        return f"{what} before the run began (no trace written)"
+    if out.stream:
+        out.commit()
+        return f"{what}; the trace written to {out.target} ends with status interrupted"
+    partial = out.keep()
+    # Kept apart, not renamed over OUT: a previous whole trace there is worth more than a cut one.
+    return (
+        f"{what}; partial trace ({writer.events:,} events, status interrupted) in {partial}; "
+        f"{out.target} left as it was"
+    )
+
+
+@contextmanager
+def _stopped_by_signals(writer: TraceWriter) -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt("SIGINT"/"SIGTERM") once, never mid-write.
+
+    The run then ends its trace with status interrupted. A signal that lands while
+    the writer moves bytes is retried 10 ms later (SIGALRM), since raising there
+    could write a record twice or lose it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    state = {"raised": False, "signum": 0}
+
+    def handler(signum: int, frame: object) -> None:
+        if signum != signal.SIGALRM:
+            state["signum"] = signum
+        if state["raised"] or not state["signum"]:
+            return  # already stopping: let the footer be written
+        if writer.writing:
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            return
+        state["raised"] = True
+        raise KeyboardInterrupt(signal.Signals(state["signum"]).name)
+
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
+    previous = {sig: signal.signal(sig, handler) for sig in watched}
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _builder(spec: str):
