@@ -86,6 +86,7 @@ def every_kind_events() -> list[tuple[Any, ...]]:
         (Kind.CHAN_RELEASE, 259, 0, 0, 0),
         (Kind.COMPLETE, 759, 0, 0, 0),
         (Kind.WAIT_END, 759, 0, 0, 754),
+        (Kind.HOST_READ, 759, 0, 0),
         (Kind.IPCQ_RECV, 800, 0, 1, 1, 1),
         (Kind.SCRATCH_FREE, 900, 0, 0, 16384, 0),
         (Kind.ISSUE, 900, 1, 2, "recv_async", 2, -1, 256, (64,), "f32", False, b),

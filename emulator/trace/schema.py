@@ -21,11 +21,18 @@ from typing import NamedTuple
 
 
 class SourceLoc(NamedTuple):
-    """Where a tl call was made: a project-relative file, a line and a function name."""
+    """Where a tl call was made: a project-relative file, a line and a function name.
+
+    ``caller`` is set when the call was made inside a helper function (anything the
+    kernel function called, directly or not): it is the kernel function's own line
+    that called into the helper (its ``caller`` is None). Two call sites of one
+    helper line are two locs. ``str()`` is ``file:line`` of the call itself.
+    """
 
     file: str
     line: int
     function: str
+    caller: SourceLoc | None = None
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -50,6 +57,7 @@ class Kind(IntEnum):
     IPCQ_SEND = 14
     IPCQ_RECV = 15
     DEADLOCK = 16
+    HOST_READ = 17
 
 
 # Fields after the common (kind, time, pe) prefix, in emission order.
@@ -92,6 +100,12 @@ FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
     Kind.IPCQ_RECV: (("cmd", "int"), ("src_pe", "int"), ("future", "int")),
     # One per blocked PE when the run can make no more progress.
     Kind.DEADLOCK: (("future", "int"), ("loc", "loc")),
+    # Kernel code read a tensor's values on the host (``.data``, ``np.asarray``), so what
+    # it issues next may depend on them (a page table). future: the load or receive
+    # whose buffer holds the tensor, -1 for a computed tensor (may depend on any data
+    # waited so far). At most once per future; for -1, at most once between commands.
+    # Since format 1.1.
+    Kind.HOST_READ: (("future", "int"),),
 }
 
 # Channel kinds named in the header's channel table.

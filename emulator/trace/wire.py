@@ -6,12 +6,15 @@ from __future__ import annotations
 FORMAT_NAME = "kbt"
 
 # (major, minor) written by TraceWriter. A minor bump only adds what older readers may skip.
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (1, 1)
 
 # Record codes outside the event kinds of emulator.trace.schema.Kind.
 DEFINE_STRING = 0  # [0, text]: the next string id
 DEFINE_LOC = 100  # [100, file, line, function]: the next loc id
 EMBED_SOURCE = 101  # [101, file, text]: the source text of a kernel file
+# [102, loc_id, caller_loc_id]: loc_id (a tl call inside a helper) was called from the
+# kernel line caller_loc_id; follows loc_id's definition (since 1.1).
+DEFINE_LOC_CALLER = 102
 
 # Codes a newer minor version may add. Event records of unknown kinds still start
 # with [code, dt, pe] (the reader applies dt and skips them); definition records of

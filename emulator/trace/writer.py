@@ -395,22 +395,35 @@ class TraceWriter:
         return sid
 
     def _define_loc(self, loc: Any) -> int:
+        """Define ``loc`` (interned by value, its caller included); a caller is defined
+        first, then ``[102, loc_id, caller_id]`` follows the loc's own definition."""
         file, line, function = self._checked_loc(loc)
+        caller = loc[3] if len(loc) > 3 else None
+        caller_id = -1
+        if caller is not None:
+            caller_id = self._locs.get(caller)
+            if caller_id is None:
+                caller_id = self._define_loc(caller)
         lid = len(self._locs) - 1  # the None entry is not a definition
         self._locs[loc] = lid
         self._write_record((wire.DEFINE_LOC, file, line, function))
+        if caller is not None:
+            self._write_record((wire.DEFINE_LOC_CALLER, lid, caller_id))
         return lid
 
     @staticmethod
     def _checked_loc(loc: Any) -> tuple[str, int, str]:
         if (
             not isinstance(loc, tuple)
-            or len(loc) != 3
+            or len(loc) not in (3, 4)
             or not isinstance(loc[0], str)
             or type(loc[1]) is not int
             or not isinstance(loc[2], str)
+            or (len(loc) == 4 and loc[3] is not None and not isinstance(loc[3], tuple))
         ):
-            raise TypeError(f"expected a SourceLoc(file, line, function) or None, got {loc!r}")
+            raise TypeError(
+                f"expected a SourceLoc(file, line, function[, caller]) or None, got {loc!r}"
+            )
         return (
             _fit(loc[0], wire.MAX_STRING_BYTES),
             loc[1],
