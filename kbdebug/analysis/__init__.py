@@ -8,13 +8,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbdebug.analysis.align import LineMap
 from kbdebug.analysis.findings import RULES, Finding, find_all, matches
+from kbdebug.analysis.identity import call_identity, finding_id, with_stable_ids
 from kbdebug.analysis.model import PEBound, pe_bounds
+from kbdebug.analysis.select import incomplete, parse_selectors, share_of
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
 
-__all__ = ["RULES", "Finding", "PEBound", "find_all", "findings_of", "matches", "pe_bounds"]
+__all__ = [
+    "RULES",
+    "Finding",
+    "LineMap",
+    "PEBound",
+    "call_identity",
+    "find_all",
+    "finding_id",
+    "findings_of",
+    "incomplete",
+    "matches",
+    "parse_selectors",
+    "pe_bounds",
+    "share_of",
+    "with_stable_ids",
+]
 
 
 def findings_of(replay: Replay) -> list[Finding]:

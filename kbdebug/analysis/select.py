@@ -1,0 +1,180 @@
+"""What a CI gate selects: findings by selector, and whether a run completed at all.
+
+Selectors (``kbdebug report --fail-on``, comma lists or repeated):
+
+``any``
+    every finding;
+``KB102`` (any case: ``kb102``)
+    every finding of that rule;
+``KB102:FILE::FUNCTION::TEXT#N`` (the edit-proof id, :mod:`kbdebug.analysis.identity`)
+    that call site; quote it in a shell (``--fail-on 'KB102:qk.py::decode::tl.wait(kf)#0'``);
+``KB102:FILE:LINE`` (the line form, still accepted and printed for humans)
+    that line, until an edit moves it.
+
+An id without its ``:peN`` suffix selects the site on every PE; ``:pe0`` is PE 0.
+
+A run that did not complete (kernel error, deadlock, interrupted, a trace cut off
+without its footer, no events) has numbers and findings that cover only what ran,
+so a gate cannot pass on it: :func:`incomplete` says why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from emulator.trace.schema import Kind
+
+if TYPE_CHECKING:
+    from kbdebug.analysis.findings import Finding
+    from kbdebug.analysis.model import PEBound
+    from kbdebug.replay.replay import Replay
+
+__all__ = ["incomplete", "matches", "parse_selectors", "share_of"]
+
+_RULE = re.compile(r"[Kk][Bb]\d+")
+_PE_SUFFIX = re.compile(r":pe(\d+)$")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _rules() -> dict[str, str]:
+    from kbdebug.analysis.findings import RULES
+
+    return RULES
+
+
+def _normal(selector: str) -> str:
+    """The selector with its rule code upper case and ``any`` lower case."""
+    selector = selector.strip()
+    if selector.lower() == "any":
+        return "any"
+    rule, sep, rest = selector.partition(":")
+    return (rule.upper() if _RULE.fullmatch(rule) else rule) + sep + rest
+
+
+def _split(value: str) -> list[str]:
+    """``value`` split at the commas outside brackets and quotes (a call text has commas)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(value):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            parts.append(value[start:i])
+            start = i + 1
+    parts.append(value[start:])
+    return parts
+
+
+def parse_selectors(values: Iterable[str]) -> list[str]:
+    """Every selector of ``values`` (each a comma list), normalised.
+
+    Raises ValueError with one line naming the bad selector.
+    """
+    rules = _rules()
+    out = []
+    for value in values:
+        for part in _split(value):
+            selector = _normal(part)
+            if not selector:
+                raise ValueError(f"empty selector in {value!r}")
+            if selector == "any":
+                out.append(selector)
+                continue
+            rule, sep, rest = selector.partition(":")
+            if rule not in rules or (sep and not rest):
+                raise ValueError(
+                    f"bad selector {part.strip()!r}: expected 'any', a rule code "
+                    f"({', '.join(rules)}), a finding id such as "
+                    f"'KB102:kernel.py::decode::tl.wait(f)#0', or RULE:FILE:LINE"
+                )
+            out.append(selector)
+    return out
+
+
+def _forms(finding_id: str, pe: int) -> tuple[set[str], str]:
+    """The exact forms of an id (with and without ``:peN`` as it applies) and its base."""
+    base = _PE_SUFFIX.sub("", finding_id) if pe else finding_id
+    return {finding_id, f"{base}:pe{pe}"}, base
+
+
+def matches(finding: Finding, selector: str) -> bool:
+    """Whether ``selector`` picks ``finding``: ``any``, a rule code, an id or a line id.
+
+    Rule codes match in any case; an id without ``:peN`` picks that site on every PE.
+    """
+    selector = _normal(selector)
+    if selector == "any":
+        return True
+    if selector == finding.rule:
+        return True
+    for form in (finding.id, finding.line_id):
+        if not form:
+            continue
+        exact, base = _forms(form, finding.pe)
+        if selector in exact or selector == base:
+            return True
+    return False
+
+
+def share_of(finding: Finding, bounds: Iterable[PEBound] = ()) -> float:
+    """The finding's saving as a share of its PE's kernel time (``finding.share``, or
+    computed from ``bounds`` when the finding does not carry it)."""
+    if finding.share:
+        return float(finding.share)
+    for b in bounds:
+        if b.pe == finding.pe and b.achieved > 0:
+            return finding.saving / b.achieved
+    return 0.0
+
+
+def incomplete(replay: Replay) -> str | None:
+    """Why the run of ``replay`` did not complete, None when it did.
+
+    "kernel error on PE 0: ...", "deadlock on PE 1: ...", "interrupted",
+    "the trace was cut off after N events (no footer)", "the trace holds no events".
+    The text comes from the trace: escape it before printing it.
+    """
+    index = replay.index
+    status = replay.status
+    if index.n_events == 0:
+        return "the trace holds no events" + (
+            " (cut off before its first one)" if status == "truncated" else ""
+        )
+    if status == "ok":
+        return None
+    if status == "truncated":
+        return (
+            f"the trace was cut off after {index.n_events:,} events at cycle "
+            f"{index.end_time:,} (no footer: the writer was killed or never ended)"
+        )
+    footer = index.footer or {}
+    error = " ".join(str(footer.get("error") or "").split())
+    if status == "interrupted":
+        return (
+            error
+            if error.startswith("interrupted")
+            else f"interrupted{': ' if error else ''}{error}"
+        )
+    kinds = {"error": Kind.KERNEL_ERROR, "deadlock": Kind.DEADLOCK}
+    what = {"error": "kernel error"}.get(status, status)
+    kind = kinds.get(status)
+    pes: list[int] = []
+    if kind is not None:
+        c = index.columns
+        pes = sorted({int(p) for p in c.pe[np.flatnonzero(c.kind == kind)]})
+    where = ""
+    if pes:
+        where = f" on PE{'s' if len(pes) > 1 else ''} " + ", ".join(map(str, pes[:8]))
+        where += ", ..." if len(pes) > 8 else ""
+    loc = footer.get("error_loc")
+    at = f" at {loc}" if loc is not None and str(loc) not in error else ""
+    return f"{what}{where}" + (f": {error}" if error else "") + at
