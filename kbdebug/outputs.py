@@ -58,7 +58,10 @@ class Output:
                 self._file = open(self.target, mode, **kwargs)  # noqa: SIM115 - closed by commit
             else:
                 fd, self._temp = self._create_temp()
-                self.path = self._temp
+                # Named as the user named the target (relative stays relative), unless a
+                # symlink put it elsewhere.
+                beside = self.target.with_name(self._temp.name)
+                self.path = beside if beside.resolve() == self._temp.resolve() else self._temp
                 self._file = os.fdopen(fd, mode, **kwargs)
         except OSError as e:
             raise UserError(f"cannot write {self.target}: {e.strerror or e}") from None

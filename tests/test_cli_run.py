@@ -169,7 +169,7 @@ def test_deadlock_leaves_a_trace_with_a_deadlock_footer(user_file, tmp_path, cap
     assert sum(1 for e in trace.iter_decoded() if e[0].name == "DEADLOCK") == 2
 
 
-def test_run_killed_with_sigkill_leaves_a_readable_prefix_named_partial(tmp_path):
+def test_run_killed_with_sigkill_leaves_a_readable_prefix_named_partial(tmp_path, capsys):
     out = tmp_path / "killed.kbt"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
@@ -212,6 +212,8 @@ def test_run_killed_with_sigkill_leaves_a_readable_prefix_named_partial(tmp_path
     assert len(trace.events) > 10_000
     assert trace.header["launch"]["kernel"] == "decode_prefetch"
     assert "emulator/kernels/attention.py" in trace.sources
+    assert main(["report", str(partial)]) == 0  # report reads it too, as cut short
+    assert "status: TRUNCATED" in capsys.readouterr().out
 
 
 def test_a_hardware_field_the_scenario_overrides_is_refused_not_ignored(tmp_path, capsys):

@@ -262,8 +262,11 @@ def _stopped_by_signals(writer: TraceWriter) -> Iterator[None]:
         state["raised"] = True
         raise KeyboardInterrupt(signal.Signals(state["signum"]).name)
 
-    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
-    previous = {sig: signal.signal(sig, handler) for sig in watched}
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+        old = signal.getsignal(sig)
+        if old is not signal.SIG_IGN:  # ignored by who started us (nohup, &): stays ignored
+            previous[sig] = signal.signal(sig, handler)
     try:
         yield
     finally:
