@@ -400,3 +400,75 @@ def test_mesh_larger_than_the_pe_limit_is_rejected():
 def test_nesting_deeper_than_the_limit_is_rejected():
     data = pack_objects(header_record()) + b"\x91" * 5000 + b"\x00"
     assert "malformed msgpack" in str(quickly_rejected(data))
+
+
+# Loc callers (format 1.1): [102, loc_id, caller_loc_id]
+
+HELPER = SourceLoc(KERNEL_FILE, 30, "load_tile")
+
+
+def test_a_helper_loc_is_written_after_its_caller_and_read_back_with_it():
+    first, second = HELPER._replace(caller=loc(7)), HELPER._replace(caller=loc(11))
+    events = [
+        (Kind.WAIT_BEGIN, 0, 0, 1, first),
+        (Kind.WAIT_BEGIN, 1, 0, 2, second),
+        (Kind.WAIT_BEGIN, 2, 0, 3, first),
+        (Kind.WAIT_BEGIN, 3, 0, 4, loc(7)),
+    ]
+    data = write_run(events)
+    definitions = [r for r in msgpack.Unpacker(io.BytesIO(data)) if isinstance(r, list)]
+    definitions = [r for r in definitions if r[0] >= 100 and r[0] != wire.EMBED_SOURCE]
+    assert definitions == [
+        [100, KERNEL_FILE, 7, "decode_attention"],
+        [100, KERNEL_FILE, 30, "load_tile"],
+        [102, 1, 0],
+        [100, KERNEL_FILE, 11, "decode_attention"],
+        [100, KERNEL_FILE, 30, "load_tile"],
+        [102, 3, 2],
+    ]
+    trace = read_trace(data)
+    assert [e[4] for e in trace.events] == [1, 3, 1, 0]
+    assert list(trace.iter_decoded()) == events
+    assert trace.locs[1].caller == loc(7) and trace.locs[3].caller == loc(11)
+    assert str(trace.locs[1]) == f"{KERNEL_FILE}:30"
+
+
+def test_loc_caller_errors_are_named():
+    helper = [100, KERNEL_FILE, 30, "load_tile"]
+    kernel = [100, KERNEL_FILE, 7, "k"]
+    cases = [
+        ([kernel, [102, 1, 0]], "loc caller definition for loc id 1, not defined yet"),
+        ([kernel, helper, [102, 1, 5]], "loc 1's caller is loc id 5, not a loc defined before"),
+        ([kernel, helper, [102, 0, 1]], "loc 0's caller is loc id 1, not a loc defined before"),
+        ([kernel, helper, [102, 1, 1]], "loc 1's caller is loc id 1"),
+        ([kernel, helper, [102, 1, -1]], "loc 1's caller is loc id -1"),
+        ([kernel, helper, [102, 1, 0], [102, 1, 0]], "loc 1 is given a caller twice"),
+        ([kernel, helper, [102, 1]], "a loc caller definition is [102, loc_id, caller_loc_id]"),
+        ([kernel, helper, [102, 1, "0"]], "a loc caller definition is [102"),
+    ]
+    for records, message in cases:
+        error = error_of(forged(*records))
+        assert message in str(error), (records, str(error))
+        assert error.offset == len(pack_objects(header_record(), *records[:-1]))
+
+
+def test_a_trace_of_a_newer_minor_version_keeps_loc_callers():
+    data = forged(
+        [100, KERNEL_FILE, 7, "k"],
+        [100, KERNEL_FILE, 30, "load_tile"],
+        [102, 1, 0],
+        [Kind.WAIT_BEGIN, 0, 0, 1, 1],
+        header=header_record(version=[1, 4]),
+    )
+    trace = read_trace(data)
+    caller = SourceLoc(KERNEL_FILE, 7, "k")
+    assert trace.decode(0)[4] == SourceLoc(KERNEL_FILE, 30, "load_tile", caller)
+
+
+def test_host_read_event_round_trips():
+    events = [(Kind.HOST_READ, 5, 1, 3), (Kind.HOST_READ, 6, 0, -1)]
+    trace = read_trace(write_run(events))
+    assert trace.events == [[17, 5, 1, 3], [17, 6, 0, -1]]
+    assert list(trace.iter_decoded()) == events
+    error = error_of(forged([Kind.HOST_READ, 0, 0, "3"]))
+    assert "HOST_READ future" in str(error)

@@ -378,6 +378,7 @@ class _Parser:
         # Positions in consume_fast's batch where strings and locs were defined.
         self.string_defs: list[int] = []
         self.loc_defs: list[int] = []
+        self.caller_defs: list[int] = []  # loc ids given a caller in that batch
         self.header: dict[str, Any] = {}
         self.version: tuple[int, int] | None = None
         self.lenient = False  # a newer minor version: skip what we do not know
@@ -571,6 +572,7 @@ class _Parser:
         n_strings, n_locs, n_sources = len(self.strings), len(self.locs), len(self.sources)
         self.string_defs.clear()
         self.loc_defs.clear()
+        self.caller_defs.clear()
         batch: list[tuple[Any, ...]] = []
         append = batch.append
         tell = unpacker.tell
@@ -595,6 +597,9 @@ class _Parser:
         tables = self.fast_tables(batch) if batch else None
         if batch and tables is None:
             del self.strings[n_strings:], self.locs[n_locs:]
+            for lid in self.caller_defs:  # callers given to locs of earlier chunks
+                if lid < n_locs:
+                    self.locs[lid] = self.locs[lid]._replace(caller=None)
             for file in list(self.sources)[n_sources:]:
                 del self.sources[file]
             self.defined(n_strings, n_locs)
@@ -623,6 +628,9 @@ class _Parser:
                 self.loc_defs.append(at)
             elif record[0] == wire.EMBED_SOURCE:
                 self.embed_source(record, start)
+            elif record[0] == wire.DEFINE_LOC_CALLER:
+                self.define_loc_caller(record, start)
+                self.caller_defs.append(record[1])
             else:
                 return False
         except TraceFormatError:
@@ -684,6 +692,8 @@ class _Parser:
             self.define_loc(record, start)
         elif code == wire.EMBED_SOURCE:
             self.embed_source(record, start)
+        elif code == wire.DEFINE_LOC_CALLER:
+            self.define_loc_caller(record, start)
         elif self.lenient and code in wire.EVENT_CODES:
             self.skip_event(record, start)
         elif not (self.lenient and code in wire.DEFINITION_CODES):
@@ -762,6 +772,22 @@ class _Parser:
         self.check_text_size(record[3], wire.MAX_STRING_BYTES, "loc function", start)
         self.locs.append(SourceLoc(record[1], record[2], record[3]))
         self.defined(len(self.strings), len(self.locs))
+
+    def define_loc_caller(self, record: Any, start: int) -> None:
+        """``[102, loc_id, caller_id]``: the kernel line that called into the helper at
+        ``loc_id``; both defined already, the caller first, each loc given one at most."""
+        if len(record) != 3 or type(record[1]) is not int or type(record[2]) is not int:
+            self.fail("a loc caller definition is [102, loc_id, caller_loc_id]", start)
+        lid, cid, n = record[1], record[2], len(self.locs)
+        if not 0 <= lid < n:
+            self.fail(f"loc caller definition for loc id {lid}, not defined yet", start)
+        if not 0 <= cid < lid:
+            self.fail(
+                f"loc {lid}'s caller is loc id {cid}, not a loc defined before it", start
+            )
+        if self.locs[lid].caller is not None:
+            self.fail(f"loc {lid} is given a caller twice", start)
+        self.locs[lid] = self.locs[lid]._replace(caller=self.locs[cid])
 
     def embed_source(self, record: list[Any], start: int) -> None:
         if len(record) != 3 or not isinstance(record[1], str) or not isinstance(record[2], str):

@@ -1,76 +1,75 @@
-"""Findings: where a pipeline serialised unexpectedly, each with its source line and a suggestion.
+"""Findings: the line that serialised a pipeline, and what fixing it is worth.
 
-Every rule is computed from the index columns with numpy (never by stepping),
-so a million-event trace is diagnosed in a fraction of a second. A rule first
-finds its *occurrences* (one per load or wait), then they are aggregated into
-one :class:`Finding` per (rule, PE, source line) carrying the count, the
-cycles, the span from the first to the last occurrence and the events of the
-first ``MAX_OCCURRENCE_EVENTS`` occurrences.
+Every finding rests on the critical-path model (:mod:`kbdebug.analysis.model`).
+A rule first spots a pattern in a PE's program (a load waited right after its
+issue, a wait on a store, ...); then the model re-times the PE's kernel with
+the fix applied (the issue moved up, the wait moved or dropped) and the
+difference is the finding's **estimated saving**. A finding is reported only
+when that saving reaches ``MIN_SHARE`` of its PE's kernel time, so a kernel at
+its achievable bound gets none.
 
-Finding ids are stable across runs of the same source, so CI can gate on them:
-``RULE:FILE:LINE`` for PE 0 and ``RULE:FILE:LINE:peN`` for PE N > 0, where FILE
-is the project-relative path the trace records (``KB101:emulator/kernels/
-attention.py:46``). ``matches`` selects findings by id, rule code or ``any``.
-
-The rules and their thresholds (module constants below):
+Each stalled wait's avoidable stall (beyond the earliest arrival the model
+allows) is charged to one cause, in this order: KB104 (the wait), KB103 (the
+issue order), KB101/KB102/KB107 (the load's placement), KB108, KB109; what no
+rule explains is KB106's.
 
 KB101 blocking-load
-    A blocking ``tl.load`` whose wait stalled, followed (before the kernel's
-    next wait) by compute that could have hidden at least ``BLOCKING_MIN_HIDDEN``
-    of that stall. Cycles: min(stall, following compute) per occurrence.
+    A blocking ``tl.load`` whose transfer could run under the work before its
+    use: re-timed as a ``tl.load_async`` issued ``ahead`` tiles before it.
 KB102 wait-right-after-issue
-    A ``tl.load_async`` waited with no work in between (compute on its PE
-    between the issue and the wait under ``IMMEDIATE_MAX_WORK`` of the load's
-    issue-to-data latency), the wait stalling for at least
-    ``IMMEDIATE_MIN_STALL`` of that latency. Waits before the PE's first compute
-    after its first ``load_async`` are a pipeline filling up and are skipped.
-    Keyed by the ``load_async`` line. Cycles: the stall.
+    A ``tl.load_async`` waited with no work in between, where the issue could
+    have moved above earlier work (after the previous tile's wait, never above
+    a host read of loaded values: its address may come from them). Keyed by
+    the issue.
 KB103 queued-behind
-    A load that queued on its read channel behind loads that were needed later
-    (their wait comes after this load's wait, or never), and whose own wait
-    stalled: a priority inversion fixed by reordering the issues. A load that
-    queues behind earlier-needed loads (every load of a DMA-bound correct
-    pipeline) is not flagged. Looks back at most ``QUEUE_LOOKBACK`` loads.
-    Cycles: min(stall, channel time spent on later-needed loads while it
-    queued), counted when at least ``QUEUED_MIN_SHARE`` of its own transfer.
+    A load that queued on its read channel behind loads needed later (issue
+    order differs from wait order): re-timed with its issue moved above theirs.
 KB104 out-of-order-wait
-    A ``tl.wait`` on a load or receive future that stalled while an earlier
-    future of the same PE (a load or receive issued before it) was still
-    pending: not waited yet (never-waited ones count until their data lands).
-    Blocking loads are KB101's, and a wait whose load is a KB103 occurrence
-    (it queued behind the pending one) is left to KB103, which names the fix.
-    Keyed by the wait's line. Cycles: the stall.
-KB105 idle-read-channel
-    Between a PE's first and last load issue, compute that ran while every
-    read channel of the PE was idle, charged to the next load issued after it,
-    and counted only up to that load's own stall (in a compute-bound kernel
-    the channel has nothing to do, which is fine). Flagged when the counted
-    cycles reach ``IDLE_MIN_SHARE`` of the PE's compute in that window; one
-    finding per line of the loads they are charged to (lines under
-    ``IDLE_MIN_LINE_SHARE`` of the PE's total are left out).
-KB106 overlap-efficiency
-    A PE whose kernel (start to end) took much longer than the bound
-    max(DMA read busy / read channels, GEMM + MATH busy):
-    bound / achieved < ``EFFICIENCY_THRESHOLD``. Keyed by the kernel's
-    definition line. Cycles: achieved - bound. Short kernels can fall below
-    it on the first load's latency alone, which nothing can hide.
+    A wait on a newer future while an older one of the same PE is pending:
+    re-timed with the waits taking the futures in issue order. Keyed by the wait.
+KB106 below-bound
+    A PE whose kernel took longer than ``1 / EFFICIENCY_THRESHOLD`` times its
+    critical-path bound when the other findings do not explain the gap. Keyed by
+    the kernel's ``def`` line; the saving is the unexplained gap (an upper estimate).
+KB107 prefetch-too-shallow
+    A prefetched load (work between issue and wait) that still stalls because
+    one iteration's work is shorter than transfer + latency: re-timed issued
+    ``ceil((transfer + latency) / work per iteration)`` tiles ahead.
+KB108 store-waited-early
+    A ``tl.wait`` on a store's or send's handle that stalled while nothing after
+    it reads the stored bytes (no later load overlaps them: then it would be a
+    needed fence): re-timed without the wait (the kernel's end drains it).
+KB109 recv-waited-before-work
+    A ``recv_async`` posted and waited with no work between, followed by work
+    before the next wait: re-timed with the wait after that work.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
+from kbdebug.analysis.model import (
+    BARRIER,
+    COMPUTE,
+    LOAD,
+    OPAQUE,
+    RECV,
+    SEND,
+    STORE,
+    WAIT,
+    Model,
+    Program,
+    model_of,
+)
 from kbdebug.replay.index import NONE, TraceIndex
-from kbdebug.replay.summary import COMPUTE_KINDS, event_times, hold_cycles, pe_efficiency
-
-if TYPE_CHECKING:
-    from kbdebug.replay.replay import Replay
+from kbdebug.replay.summary import event_times
 
 #: Rule code -> short name.
 RULES = {
@@ -78,30 +77,27 @@ RULES = {
     "KB102": "wait-right-after-issue",
     "KB103": "queued-behind",
     "KB104": "out-of-order-wait",
-    "KB105": "idle-read-channel",
-    "KB106": "overlap-efficiency",
+    "KB106": "below-bound",
+    "KB107": "prefetch-too-shallow",
+    "KB108": "store-waited-early",
+    "KB109": "recv-waited-before-work",
 }
-
-#: KB101: share of a blocking load's stall the following compute must be able to hide.
-BLOCKING_MIN_HIDDEN = 0.2
-#: KB102: share of the load's issue-to-data latency the wait must stall for.
-IMMEDIATE_MIN_STALL = 0.5
-#: KB102: compute between issue and wait below this share of the latency counts as no work.
+#: A finding is reported when fixing it saves at least this share of its PE's kernel time.
+MIN_SHARE = 0.02
+#: Work between a load's issue and its wait below this share of transfer + latency is none.
 IMMEDIATE_MAX_WORK = 0.1
-#: KB103: loads ahead in the channel queue examined per queued load.
-QUEUE_LOOKBACK = 32
-#: KB103: lost cycles an occurrence needs, as a share of the queued load's own transfer.
-QUEUED_MIN_SHARE = 0.1
-#: KB105: counted idle-during-compute cycles, as a share of the PE's compute in the window.
-IDLE_MIN_SHARE = 0.2
-#: KB105: a line's share of the PE's counted idle cycles needed for its own finding.
-IDLE_MIN_LINE_SHARE = 0.05
-#: KB106: bound / achieved below this is flagged.
-EFFICIENCY_THRESHOLD = 0.75
+#: KB106: bound / achieved below this, unexplained by the other findings, is flagged.
+EFFICIENCY_THRESHOLD = 0.9
+#: Deepest prefetch a re-timing tries (tiles ahead of the wait).
+MAX_AHEAD = 16
 #: Occurrences whose events a finding lists.
 MAX_OCCURRENCE_EVENTS = 50
+#: Loads ahead in a channel's queue examined per queued load (KB103).
+QUEUE_LOOKBACK = 32
 
 _PIPELINE_HINT = "see TilePipeline in emulator/kernels/pipeline.py"
+# Charge order of a wait's avoidable stall when several rules touch it.
+_PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109")
 
 
 @dataclass(frozen=True)
@@ -141,580 +137,594 @@ class Finding:
     line_id: str = ""
 
 
-def finding_id(rule: str, loc: SourceLoc | None, pe: int) -> str:
+@dataclass(frozen=True)
+class WaitCause:
+    """One stalled wait: its stall, the part no placement could avoid, and who is charged."""
+
+    future: int
+    pe: int
+    #: WAIT_BEGIN event index.
+    event: int
+    stall: int
+    #: Stall beyond the earliest arrival the model allows.
+    avoidable: int
+    #: Rule the avoidable stall is charged to (None when it is unexplained, or zero).
+    rule: str | None
+
+
+def line_id(rule: str, loc: SourceLoc | None, pe: int) -> str:
     """``RULE:FILE:LINE``, with ``:peN`` appended for PE N > 0."""
     where = f"{loc.file}:{loc.line}" if loc is not None else "<unknown>:0"
     return f"{rule}:{where}" + (f":pe{pe}" if pe else "")
 
 
+def finding_id(rule: str, index: TraceIndex, loc: SourceLoc | None, pe: int) -> str:
+    """The edit-proof id (``kbdebug.analysis.identity``), or the line form without it."""
+    try:
+        from kbdebug.analysis.identity import finding_id as stable
+    except ImportError:  # identity is optional while it is being built
+        return line_id(rule, loc, pe)
+    return stable(rule, index, loc, pe)
+
+
 def matches(finding: Finding, selector: str) -> bool:
-    """Whether ``selector`` picks ``finding``: "any", a rule code, or an id.
+    """Whether ``selector`` picks ``finding``: "any", a rule code, its id or its line id.
 
-    An id without the ``:peN`` suffix picks that line on every PE.
+    Rule codes are case-insensitive; an id without the ``:peN`` suffix picks every PE.
     """
-    if selector == "any":
+    if selector.lower() == "any":
         return True
-    return finding.id == selector or finding.id.startswith(selector + ":")
+    if selector.upper() in RULES:
+        return finding.rule == selector.upper()
+    for ident in (finding.id, finding.line_id):
+        if ident and (ident == selector or ident.startswith(selector + ":pe")):
+            return True
+    return False
 
 
-def find_all(replay: Replay) -> list[Finding]:
+def find_all(replay) -> list[Finding]:
     """Every finding in the trace, ordered by first event."""
-    facts = _Facts(replay.index)
-    inversions = _queue_inversions(facts)
-    findings = [
-        *_blocking_load(facts),
-        *_wait_right_after_issue(facts),
-        *_queued_behind(facts, inversions),
-        *_out_of_order_wait(facts, inversions),
-        *_idle_read_channel(facts),
-        *_overlap_efficiency(facts),
-    ]
+    model = model_of(replay)
+    findings: list[Finding] = []
+    for prog in model.programs.values():
+        findings.extend(_Diagnosis(model, prog).findings())
     findings.sort(key=lambda f: (f.events[0] if f.events else f.start, f.id))
     return findings
 
 
-# --- what the rules look at -----------------------------------------------------------
+def wait_causes(replay) -> list[WaitCause]:
+    """Every stalled wait with its avoidable stall and the rule it is charged to."""
+    model = model_of(replay)
+    out: list[WaitCause] = []
+    for prog in model.programs.values():
+        out.extend(_Diagnosis(model, prog).wait_causes())
+    out.sort(key=lambda w: w.event)
+    return out
 
 
-class _Facts:
-    """Per-command arrays (indexed by command id) the rules share."""
-
-    def __init__(self, index: TraceIndex):
-        self.index = index
-        cmds, futs = index.commands, index.futures
-        n = len(cmds.issue)
-        kinds = np.array([str(ch.get("kind", "")) for ch in index.channels] + [""])
-        chan_kind = kinds[np.where(cmds.channel >= 0, cmds.channel, len(kinds) - 1)]
-        ops = np.array(index.strings + [""])[np.where(cmds.op >= 0, cmds.op, len(index.strings))]
-        valid = cmds.issue >= 0
-        #: DMA reads: tl.load and tl.load_async (also before they reach a channel).
-        self.is_load = valid & ((chan_kind == "dma_read") | np.isin(ops, ["load", "load_async"]))
-        self.is_recv = valid & (ops == "recv_async")
-        self.is_compute = valid & np.isin(chan_kind, COMPUTE_KINDS)
-        self.blocking = cmds.blocking > 0
-        self.pe = cmds.pe
-        self.loc = cmds.loc
-        self.issue = cmds.issue
-        self.t_issue = event_times(index, cmds.issue)
-        self.t_request = event_times(index, cmds.request)
-        self.t_grant = event_times(index, cmds.grant)
-        self.t_release = event_times(index, cmds.release)
-        self.t_complete = event_times(index, cmds.complete)
-        self.hold = hold_cycles(index)
-        # The future's wait, per command (-1 / 0 when the command has none).
-        fut = np.where((cmds.future >= 0) & (cmds.future < len(futs.cmd)), cmds.future, NONE)
-        has = fut >= 0
-        self.future = fut
-
-        def per_cmd(values: np.ndarray, fill: int) -> np.ndarray:
-            out = np.full(n, fill, dtype=np.int64)
-            out[has] = values[fut[has]]
-            return out
-
-        self.wait_begin = per_cmd(futs.wait_begin, NONE)
-        self.wait_end = per_cmd(futs.wait_end, NONE)
-        self.wait_loc = per_cmd(futs.wait_loc, NONE)
-        self.stall = per_cmd(futs.stall, 0)
-        self.t_wait_begin = event_times(index, self.wait_begin)
-        self.t_wait_end = event_times(index, self.wait_end)
-        cmd_ids = np.flatnonzero(valid)
-        self._cmds_of_pe = _by_pe(cmd_ids, self.pe[cmd_ids], index.n_pes)
-        waits = np.flatnonzero(index.columns.kind == Kind.WAIT_BEGIN)
-        self._waits_of_pe = _by_pe(waits, index.columns.pe[waits], index.n_pes)
-
-    def loc_of(self, loc_id: int) -> SourceLoc | None:
-        return self.index.loc(int(loc_id))
-
-    def pe_cmds(self, mask: np.ndarray, pe: int) -> np.ndarray:
-        """Command ids matching ``mask`` on ``pe``, in issue order."""
-        ids = self._cmds_of_pe[pe]
-        return ids[mask[ids]]
-
-    def pe_wait_begins(self, pe: int) -> np.ndarray:
-        """Indices of the WAIT_BEGIN events of ``pe``, in order."""
-        return self._waits_of_pe[pe]
-
-
-def _by_pe(items: np.ndarray, pes: np.ndarray, n_pes: int) -> list[np.ndarray]:
-    """Sorted ``items`` split by their PE ``pes``, each part still sorted."""
-    order = np.argsort(pes, kind="stable")
-    bounds = np.searchsorted(pes[order], np.arange(n_pes + 1))
-    return [items[order[bounds[p] : bounds[p + 1]]] for p in range(n_pes)]
+# --- one PE ---------------------------------------------------------------------------
 
 
 @dataclass
-class _Occurrences:
-    """One row per occurrence of a rule; aggregated by (pe, key loc) into findings."""
-
-    #: Command ids of the loads (or waited futures' commands) involved.
-    cmd: np.ndarray
-    pe: np.ndarray
-    #: Loc id the finding is keyed by.
-    loc: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    #: (n, k) event indices, -1 padding.
-    events: np.ndarray
-    stall: np.ndarray
-    lost: np.ndarray
-
-
-@dataclass(frozen=True)
 class _Group:
-    """The occurrences of one (pe, loc), in event order."""
+    """Occurrences of one rule at one line: the commands, and the fix to re-time."""
 
-    pe: int
-    loc: SourceLoc | None
-    rows: np.ndarray
-    occ: _Occurrences
-
-    @property
-    def count(self) -> int:
-        return len(self.rows)
-
-    @property
-    def stall(self) -> int:
-        return int(self.occ.stall[self.rows].sum())
-
-    @property
-    def lost(self) -> int:
-        return int(self.occ.lost[self.rows].sum())
-
-    def median(self, values: np.ndarray) -> int:
-        return int(np.median(values[self.occ.cmd[self.rows]]))
+    rule: str
+    loc_id: int
+    #: Commands whose waits it covers (loads, stores, receives).
+    cmds: list[int]
+    #: Step order with the fix applied, and re-pointed waits (KB104).
+    order: list[int]
+    wait_cmds: list[int] | None = None
+    #: Rule-specific figures for the message.
+    info: dict | None = None
 
 
-def _groups(facts: _Facts, occ: _Occurrences) -> Iterable[_Group]:
-    if not len(occ.cmd):
-        return
-    order = np.lexsort((occ.events[:, 0], occ.loc, occ.pe))
-    pe, loc = occ.pe[order], occ.loc[order]
-    starts = np.flatnonzero(np.r_[True, (pe[1:] != pe[:-1]) | (loc[1:] != loc[:-1])])
-    for rows in np.split(order, starts[1:]):
-        first = rows[0]
-        yield _Group(int(occ.pe[first]), facts.loc_of(occ.loc[first]), rows, occ)
+class _Diagnosis:
+    """The findings of one PE's program."""
 
+    def __init__(self, model: Model, prog: Program):
+        self.model = model
+        self.index = model.index
+        self.prog = prog
+        index = self.index
+        cmds = index.commands
+        self.loc = cmds.loc
+        self.blocking = cmds.blocking
+        n = len(prog)
+        self.n = n
+        kinds = prog.kind
+        # Chain work (issue and compute cycles) before each step.
+        hw = prog.hw
+        cost = [
+            hw.issue if k in (LOAD, STORE, SEND, RECV) else c if k in (COMPUTE, OPAQUE) else 0
+            for k, c in zip(kinds, prog.cycles, strict=True)
+        ]
+        self.work = np.concatenate([[0], np.cumsum(np.array(cost, dtype=np.int64))])
+        self.compute_steps = np.concatenate(
+            [[0], np.cumsum(np.array([k in (COMPUTE, OPAQUE) for k in kinds], dtype=np.int64))]
+        )
+        self.issue_step: dict[int, int] = {}
+        self.wait_step: dict[int, int] = {}
+        last_barrier = -1
+        self.barrier_before: list[int] = []
+        for s, (k, c) in enumerate(zip(kinds, prog.cmd, strict=True)):
+            self.barrier_before.append(last_barrier)
+            if k == BARRIER:
+                last_barrier = s
+            elif k == WAIT:
+                self.wait_step.setdefault(c, s)
+            elif k in (LOAD, STORE, SEND, RECV):
+                self.issue_step[c] = s
+        self.recorded = prog.recorded_time
+        self.bound = prog.bound_cycles
+        t_end = event_times(index, index.futures.wait_end)
+        fut_of = cmds.future
+        self.stall: dict[int, int] = {}
+        self.avoidable: dict[int, int] = {}
+        for c, s in self.wait_step.items():
+            f = int(fut_of[c]) if 0 <= c < len(fut_of) else NONE
+            if f < 0 or f >= len(t_end):
+                continue
+            begin, end = prog.at[s], int(t_end[f])
+            if end < 0:  # never resolved (deadlock, cut)
+                continue
+            self.stall[c] = end - begin
+            earliest = prog.earliest.get(c, begin)
+            self.avoidable[c] = max(0, end - max(begin, earliest))
 
-def _finding(
-    rule: str,
-    group: _Group,
-    message: str,
-    suggestion: str,
-) -> Finding:
-    occ, rows = group.occ, group.rows
-    events = occ.events[rows[:MAX_OCCURRENCE_EVENTS]].ravel()
-    return Finding(
-        id=finding_id(rule, group.loc, group.pe),
-        rule=rule,
-        title=RULES[rule],
-        pe=group.pe,
-        start=int(occ.start[rows].min()),
-        end=int(occ.end[rows].max()),
-        events=tuple(int(e) for e in np.unique(events[events >= 0])),
-        loc=group.loc,
-        message=message,
-        suggestion=suggestion,
-        saving=group.lost,
-        count=group.count,
-        stall=group.stall,
-    )
+    # --- shared -------------------------------------------------------------------
+
+    def gain(self, order: list[int], wait_cmds: list[int] | None = None) -> int:
+        return self.recorded - self.prog.simulate(order, wait_cmds)
+
+    def moved(self, keys: dict[int, float]) -> list[int]:
+        """The step order with the steps in ``keys`` moved to their new sort keys."""
+        pos = np.arange(self.n, dtype=np.float64)
+        for s, key in keys.items():
+            pos[s] = key
+        return np.argsort(pos, kind="stable").tolist()
+
+    def floor(self) -> int:
+        return max(1, math.ceil(MIN_SHARE * max(self.prog.achieved, 1)))
+
+    def loads(self) -> list[int]:
+        return [c for k, c in zip(self.prog.kind, self.prog.cmd, strict=True) if k == LOAD]
+
+    # --- candidate fixes ----------------------------------------------------------
+
+    def _streams(self) -> dict[int, list[int]]:
+        """Loads by the line that issues them, in issue order."""
+        streams: dict[int, list[int]] = defaultdict(list)
+        for c in self.loads():
+            streams[int(self.loc[c])].append(c)
+        return streams
+
+    def _ahead_order(self, stream: list[int], ahead: int) -> list[int]:
+        """The order with each load of ``stream`` issued ``ahead`` tiles before its wait:
+        right after the wait of the load ``ahead`` places earlier in the stream (the
+        first ones where the stream's first load is), never above a host read before it,
+        never later than it was."""
+        keys: dict[int, float] = {}
+        first = self.issue_step[stream[0]]
+        for i, c in enumerate(stream):
+            s = self.issue_step[c]
+            if i >= ahead:
+                anchor = self.wait_step.get(stream[i - ahead], self.issue_step[stream[i - ahead]])
+                key = anchor + 0.5
+            else:
+                key = first - 0.5
+            key = max(key, self.barrier_before[s] + 0.5)
+            if key < s:
+                keys[s] = key + i * 1e-6
+        return self.moved(keys)
+
+    def _work_per_iteration(self, stream: list[int]) -> int:
+        """Median chain work between consecutive waits of the stream."""
+        waits = sorted(self.wait_step[c] for c in stream if c in self.wait_step)
+        if len(waits) < 2:
+            return 0
+        gaps = np.diff(self.work[np.array(waits)])
+        return int(np.median(gaps))
+
+    def stream_groups(self, taken: set[int]) -> list[_Group]:
+        out = []
+        lat = self.prog.hw.hbm_latency
+        for loc_id, stream in self._streams().items():
+            waited = [c for c in stream if c in self.stall and c not in taken]
+            if sum(self.avoidable.get(c, 0) for c in waited) < self.floor():
+                continue
+            blocking = bool(self.blocking[stream[0]])
+            transfer = int(np.median([self.prog.transfer[c] for c in stream]))
+            per_iter = self._work_per_iteration(stream)
+            between = [
+                int(self.work[self.wait_step[c]] - self.work[self.issue_step[c] + 1])
+                for c in waited
+            ]
+            immediate = np.median(between) < IMMEDIATE_MAX_WORK * (transfer + lat)
+            needed = (
+                min(MAX_AHEAD, max(1, math.ceil((transfer + lat) / per_iter)))
+                if per_iter > 0
+                else 1
+            )
+            best_ahead, best_gain, best_order = 1, -1, None
+            for ahead in sorted({1, needed}):
+                order = self._ahead_order(stream, ahead)
+                g = self.gain(order)
+                if g > best_gain * 1.02:
+                    best_ahead, best_gain, best_order = ahead, g, order
+            rule = "KB101" if blocking else "KB102" if immediate else "KB107"
+            info = {
+                "ahead": best_ahead,
+                "transfer": transfer,
+                "work": per_iter,
+                "needed": needed,
+            }
+            out.append(_Group(rule, loc_id, waited, best_order, info=info))
+        return out
+
+    def queued_groups(self) -> list[_Group]:
+        """KB103: loads that queued behind later-needed loads on their read channel."""
+        index = self.index
+        cmds = index.commands
+        t_req = event_times(index, cmds.request)
+        t_grant = event_times(index, cmds.grant)
+        t_rel = event_times(index, cmds.release)
+        need = {c: self.wait_step.get(c, 1 << 60) for c in self.loads()}
+        culprits: dict[int, int] = {}
+        for ch, info in enumerate(index.channels):
+            if info.get("kind") != "dma_read" or info.get("pe") != self.prog.pe:
+                continue
+            on = [c for c in index.channel_cmds[ch].tolist() if c in need and t_grant[c] >= 0]
+            on.sort(key=lambda c: t_grant[c])
+            for i, c in enumerate(on):
+                if t_grant[c] <= t_req[c] or self.stall.get(c, 0) <= 0:
+                    continue
+                for j in range(max(0, i - QUEUE_LOOKBACK), i):
+                    a = on[j]
+                    release = t_rel[a] if t_rel[a] >= 0 else t_grant[a] + self.prog.transfer[a]
+                    overlap = min(release, t_grant[c]) - max(t_grant[a], t_req[c])
+                    earlier = self.issue_step[a] < self.issue_step[c]
+                    if overlap > 0 and need[a] > need[c] and earlier:
+                        culprits[c] = a
+                        break
+        by_loc: dict[int, list[int]] = defaultdict(list)
+        for c in culprits:
+            by_loc[int(self.loc[c])].append(c)
+        out = []
+        for loc_id, group in by_loc.items():
+            keys = {}
+            for i, c in enumerate(group):
+                s = self.issue_step[c]
+                key = max(self.issue_step[culprits[c]] - 0.5, self.barrier_before[s] + 0.5)
+                if key < s:
+                    keys[s] = key + i * 1e-6
+            ahead_locs = [int(self.loc[culprits[c]]) for c in group]
+            info = {"ahead_loc": max(set(ahead_locs), key=ahead_locs.count)}
+            out.append(_Group("KB103", loc_id, group, self.moved(keys), info=info))
+        return out
+
+    def out_of_order_groups(self) -> list[_Group]:
+        """KB104: waits on a newer future while an older one is pending."""
+        data = [
+            c
+            for k, c in zip(self.prog.kind, self.prog.cmd, strict=True)
+            if k in (LOAD, RECV) and not self.blocking[c]
+        ]
+        wait_of = {c: self.wait_step.get(c, 1 << 60) for c in data}
+        hits: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
+        pending_until = 0
+        older: list[int] = []
+        for c in data:
+            w = wait_of[c]
+            if w < (1 << 60) and self.stall.get(c, 0) > 0 and pending_until > w:
+                behind = [g for g in older if wait_of[g] > w]
+                wait_loc = int(self.index.futures.wait_loc[self.index.commands.future[c]])
+                hits[wait_loc].append((c, behind))
+            pending_until = max(pending_until, w)
+            older.append(c)
+        out = []
+        for loc_id, items in hits.items():
+            involved = set()
+            for c, behind in items:
+                involved.add(c)
+                involved.update(g for g in behind if wait_of[g] < (1 << 60))
+            positions = sorted(wait_of[c] for c in involved)
+            futures = sorted(involved, key=lambda c: self.issue_step[c])
+            cmds = list(self.prog.cmd)
+            for s, c in zip(positions, futures, strict=True):
+                cmds[s] = c
+            first_pending = items[0][1][0] if items[0][1] else items[0][0]
+            info = {"pending": first_pending}
+            group = [c for c, _ in items]
+            out.append(_Group("KB104", loc_id, group, list(range(self.n)), cmds, info))
+        return out
+
+    def early_completion_groups(self) -> list[_Group]:
+        """KB108: waits on stores and sends that nothing later depends on."""
+        cmds = self.index.commands
+        loads = self.loads()
+        by_loc: dict[int, list[int]] = defaultdict(list)
+        for c, s in self.wait_step.items():
+            k = self.prog.kind[self.issue_step.get(c, s)]
+            if k not in (STORE, SEND) or self.stall.get(c, 0) <= 0:
+                continue
+            if k == STORE:
+                lo, hi = int(cmds.addr[c]), int(cmds.addr[c] + cmds.nbytes[c])
+                fence = any(
+                    self.issue_step[x] > s
+                    and int(cmds.addr[x]) < hi
+                    and int(cmds.addr[x] + cmds.nbytes[x]) > lo
+                    for x in loads
+                )
+                if fence:
+                    continue
+            wait_loc = int(self.index.futures.wait_loc[cmds.future[c]])
+            by_loc[wait_loc].append(c)
+        out = []
+        for loc_id, group in by_loc.items():
+            dropped = {self.wait_step[c] for c in group}
+            order = [s for s in range(self.n) if s not in dropped]
+            kind = "send" if self.prog.kind[self.issue_step[group[0]]] == SEND else "store"
+            out.append(_Group("KB108", loc_id, group, order, info={"kind": kind}))
+        return out
+
+    def early_receive_groups(self) -> list[_Group]:
+        """KB109: receives waited right after they were posted, work following the wait."""
+        cmds = self.index.commands
+        kinds = self.prog.kind
+        by_loc: dict[int, list[int]] = defaultdict(list)
+        later: dict[int, int] = {}
+        for c, s in self.wait_step.items():
+            post = self.issue_step.get(c)
+            if post is None or kinds[post] != RECV or self.stall.get(c, 0) <= 0:
+                continue
+            if self.compute_steps[s] - self.compute_steps[post + 1] > 0:
+                continue
+            nxt = s + 1
+            while nxt < self.n and kinds[nxt] not in (WAIT, BARRIER):
+                nxt += 1
+            if self.compute_steps[nxt] - self.compute_steps[s + 1] <= 0:
+                continue
+            later[s] = nxt
+            by_loc[int(self.index.futures.wait_loc[cmds.future[c]])].append(c)
+        out = []
+        for loc_id, group in by_loc.items():
+            keys = {self.wait_step[c]: later[self.wait_step[c]] - 0.5 for c in group}
+            out.append(_Group("KB109", loc_id, group, self.moved(keys), info={}))
+        return out
+
+    # --- findings -----------------------------------------------------------------
+
+    def groups(self) -> list[tuple[_Group, int]]:
+        """Every group worth reporting with its saving, each wait in one group at most."""
+        found: list[tuple[_Group, int]] = []
+        taken: set[int] = set()
+        for make in (self.out_of_order_groups, self.queued_groups):
+            for g in make():
+                g.cmds = [c for c in g.cmds if c not in taken]
+                saving = self.gain(g.order, g.wait_cmds)
+                if g.cmds and saving >= self.floor():
+                    found.append((g, saving))
+                    taken.update(g.cmds)
+        for make in (
+            lambda: self.stream_groups(taken),
+            self.early_completion_groups,
+            self.early_receive_groups,
+        ):
+            for g in make():
+                g.cmds = [c for c in g.cmds if c not in taken]
+                if not g.cmds or g.order is None:
+                    continue
+                saving = self.gain(g.order, g.wait_cmds)
+                if saving >= self.floor():
+                    found.append((g, saving))
+                    taken.update(g.cmds)
+        return found
+
+    def findings(self) -> list[Finding]:
+        groups = self.groups()
+        out = [self._finding(g, saving) for g, saving in groups]
+        explained = sum(saving for _, saving in groups)
+        below = self._below_bound(explained)
+        if below is not None:
+            out.append(below)
+        return out
+
+    def wait_causes(self) -> list[WaitCause]:
+        charged: dict[int, str] = {}
+        for g, _ in sorted(self.groups(), key=lambda x: _PRIORITY.index(x[0].rule)):
+            for c in g.cmds:
+                charged.setdefault(c, g.rule)
+        fut = self.index.commands.future
+        out = []
+        for c, stall in self.stall.items():
+            if stall <= 0:
+                continue
+            avoidable = self.avoidable.get(c, 0)
+            out.append(
+                WaitCause(
+                    future=int(fut[c]),
+                    pe=self.prog.pe,
+                    event=self.prog.event[self.wait_step[c]],
+                    stall=stall,
+                    avoidable=avoidable,
+                    rule=charged.get(c) if avoidable > 0 else None,
+                )
+            )
+        return out
+
+    def _finding(self, g: _Group, saving: int) -> Finding:
+        index, prog = self.index, self.prog
+        cmds, futs = index.commands, index.futures
+        loc = index.loc(g.loc_id)
+        rows = g.cmds[:MAX_OCCURRENCE_EVENTS]
+        events: set[int] = set()
+        for c in rows:
+            if c in self.issue_step:
+                events.add(prog.event[self.issue_step[c]])
+            f = int(cmds.future[c])
+            if 0 <= f < len(futs.wait_begin):
+                events.update(int(e) for e in (futs.wait_begin[f], futs.wait_end[f]) if e >= 0)
+        times = event_times(index, np.array(sorted(events), dtype=np.int64))
+        stall = sum(self.stall.get(c, 0) for c in g.cmds)
+        message, suggestion = _words(self, g, loc, stall)
+        achieved = max(prog.achieved, 1)
+        return Finding(
+            id=finding_id(g.rule, index, loc, prog.pe),
+            rule=g.rule,
+            title=RULES[g.rule],
+            pe=prog.pe,
+            start=int(times.min()) if len(times) else prog.start,
+            end=int(times.max()) if len(times) else prog.end,
+            events=tuple(sorted(events)),
+            loc=loc,
+            message=message,
+            suggestion=suggestion,
+            saving=int(saving),
+            share=saving / achieved,
+            count=len(g.cmds),
+            stall=int(stall),
+            call_loc=getattr(loc, "caller", None),
+            line_id=line_id(g.rule, loc, prog.pe),
+        )
+
+    def _below_bound(self, explained: int) -> Finding | None:
+        prog, index = self.prog, self.index
+        achieved, bound = prog.achieved, self.bound
+        if achieved <= 0 or bound / achieved >= EFFICIENCY_THRESHOLD:
+            return None
+        unexplained = achieved - bound - explained
+        if unexplained < max(self.floor(), (1 - EFFICIENCY_THRESHOLD) * achieved):
+            return None
+        c = index.columns
+        starts = np.flatnonzero((c.kind == Kind.KERNEL_START) & (c.pe == prog.pe))
+        first = int(starts[0]) if len(starts) else 0
+        loc = index.loc(int(c.loc[first])) if len(starts) else None
+        last = int(np.searchsorted(c.time, prog.end, side="right")) - 1
+        events = tuple(sorted({first, max(last, first)}))
+        return Finding(
+            id=finding_id("KB106", index, loc, prog.pe),
+            rule="KB106",
+            title=RULES["KB106"],
+            pe=prog.pe,
+            start=prog.start,
+            end=prog.end,
+            events=events,
+            loc=loc,
+            message=(
+                f"PE{prog.pe} took {achieved:,} cycles where its critical path allows "
+                f"{bound:,} ({bound / achieved:.0%}); {unexplained:,} cycles are not explained "
+                f"by the other findings"
+            ),
+            suggestion=(
+                "look for waits on data whose loads could be issued earlier or in wait order; "
+                "step to the stalled waits (w, c) to see where the time goes"
+            ),
+            saving=int(unexplained),
+            share=unexplained / achieved,
+            line_id=line_id("KB106", loc, prog.pe),
+        )
 
 
 def _where(loc: SourceLoc | None) -> str:
-    return f"{os.path.basename(loc.file)}:{loc.line}" if loc is not None else "an unknown line"
+    if loc is None:
+        return "an unknown line"
+    text = f"{os.path.basename(loc.file)}:{loc.line}"
+    caller = getattr(loc, "caller", None)
+    if caller is not None:
+        text += f" (called from {os.path.basename(caller.file)}:{caller.line})"
+    return text
 
 
 def _times(count: int) -> str:
     return "once" if count == 1 else f"{count:,} times"
 
 
-# --- the rules ------------------------------------------------------------------------
+def _wait_where(d: _Diagnosis, cmds: Iterable[int]) -> str:
+    index = d.index
+    locs = [int(index.futures.wait_loc[index.commands.future[c]]) for c in cmds]
+    locs = [x for x in locs if x >= 0]
+    return _where(index.loc(max(set(locs), key=locs.count))) if locs else "its tl.wait"
 
 
-def _compute_between(facts: _Facts, pe: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per (lo, hi) event-index pair: cycles of the compute commands issued between them."""
-    comp = facts.pe_cmds(facts.is_compute, pe)
-    at = facts.issue[comp]
-    prefix = np.r_[0, np.cumsum(facts.hold[comp])]
-    a = np.searchsorted(at, lo, side="right")
-    b = np.searchsorted(at, hi, side="left")
-    return prefix[np.maximum(a, b)] - prefix[a]
-
-
-def _blocking_load(facts: _Facts) -> list[Finding]:
-    out: list[Finding] = []
-    for pe in range(facts.index.n_pes):
-        loads = facts.pe_cmds(facts.is_load & facts.blocking, pe)
-        loads = loads[(facts.wait_end[loads] >= 0) & (facts.stall[loads] > 0)]
-        if not len(loads):
-            continue
-        waits = facts.pe_wait_begins(pe)
-        after = facts.wait_end[loads]
-        k = np.searchsorted(waits, after, side="right")
-        nxt = np.where(k < len(waits), waits[np.minimum(k, len(waits) - 1)], facts.index.n_events)
-        compute = _compute_between(facts, pe, after, nxt)
-        hidden = np.minimum(facts.stall[loads], compute)
-        keep = (hidden > 0) & (hidden >= BLOCKING_MIN_HIDDEN * facts.stall[loads])
-        loads, compute, hidden = loads[keep], compute[keep], hidden[keep]
-        occ = _Occurrences(
-            cmd=loads,
-            pe=facts.pe[loads],
-            loc=facts.loc[loads],
-            start=facts.t_issue[loads],
-            end=facts.t_wait_end[loads],
-            events=np.stack(
-                [facts.issue[loads], facts.wait_begin[loads], facts.wait_end[loads]], axis=1
-            ),
-            stall=facts.stall[loads],
-            lost=hidden,
-        )
-        following = np.zeros(len(facts.hold), dtype=np.int64)
-        following[loads] = compute
-        for g in _groups(facts, occ):
+def _words(d: _Diagnosis, g: _Group, loc: SourceLoc | None, stall: int) -> tuple[str, str]:
+    """The message and the suggestion of a group's finding."""
+    where, n, info = _where(loc), len(g.cmds), g.info or {}
+    lat = d.prog.hw.hbm_latency
+    if g.rule in ("KB101", "KB102", "KB107"):
+        ahead = info["ahead"]
+        tiles = "one tile" if ahead == 1 else f"{ahead} tiles"
+        transfer, work = info["transfer"], info["work"]
+        if g.rule == "KB101":
             message = (
-                f"tl.load at {_where(g.loc)} stalled {_times(g.count)} for {g.stall:,} cycles; "
-                f"its {g.median(facts.hold)}-cycle transfer could have run under the "
-                f"{g.median(following):,} cycles of compute that follows"
+                f"tl.load at {where} blocked {_times(n)} for {stall:,} cycles; its "
+                f"{transfer:,}-cycle transfer and {lat:,}-cycle latency could run under the "
+                f"work before the data is used"
             )
             suggestion = (
-                "issue it with tl.load_async one tile ahead and tl.wait just before use "
+                f"issue it with tl.load_async {tiles} ahead and tl.wait just before use "
                 f"({_PIPELINE_HINT})"
             )
-            out.append(_finding("KB101", g, message, suggestion))
-    return out
-
-
-def _wait_right_after_issue(facts: _Facts) -> list[Finding]:
-    out: list[Finding] = []
-    for pe in range(facts.index.n_pes):
-        asyncs = facts.pe_cmds(facts.is_load & ~facts.blocking, pe)
-        if not len(asyncs):
-            continue
-        comp_issues = facts.issue[facts.pe_cmds(facts.is_compute, pe)]
-        # The pipeline fills until the first compute after the first load_async.
-        k = np.searchsorted(comp_issues, facts.issue[asyncs[0]], side="right")
-        filled = comp_issues[k] if k < len(comp_issues) else facts.index.n_events
-        loads = asyncs[(facts.wait_begin[asyncs] > filled) & (facts.stall[asyncs] > 0)]
-        work = _compute_between(facts, pe, facts.issue[loads], facts.wait_begin[loads])
-        latency = facts.t_complete[loads] - facts.t_issue[loads]
-        stall = facts.stall[loads]
-        keep = (work < IMMEDIATE_MAX_WORK * latency) & (stall >= IMMEDIATE_MIN_STALL * latency)
-        loads, latency = loads[keep], latency[keep]
-        occ = _Occurrences(
-            cmd=loads,
-            pe=facts.pe[loads],
-            loc=facts.loc[loads],
-            start=facts.t_issue[loads],
-            end=facts.t_wait_end[loads],
-            events=np.stack(
-                [facts.issue[loads], facts.wait_begin[loads], facts.wait_end[loads]], axis=1
-            ),
-            stall=facts.stall[loads],
-            lost=facts.stall[loads],
-        )
-        lat = np.zeros(len(facts.hold), dtype=np.int64)
-        lat[loads] = latency
-        for g in _groups(facts, occ):
-            wait_loc = facts.loc_of(_most_common(facts.wait_loc[occ.cmd[g.rows]]))
-            share = g.stall / max(int(lat[occ.cmd[g.rows]].sum()), 1)
+        elif g.rule == "KB102":
             message = (
-                f"tl.load_async at {_where(g.loc)} was waited at {_where(wait_loc)} with no "
-                f"work in between {_times(g.count)}; the waits stalled {g.stall:,} cycles, "
-                f"{share:.0%} of the loads' {g.median(lat):,}-cycle latency"
+                f"tl.load_async at {where} was waited at {_wait_where(d, g.cmds)} with no work "
+                f"in between {_times(n)}; the waits stalled {stall:,} cycles"
             )
             suggestion = (
-                "issue the load a tile ahead of its tl.wait so compute runs while it is in "
-                f"flight ({_PIPELINE_HINT})"
-            )
-            out.append(_finding("KB102", g, message, suggestion))
-    return out
-
-
-def _most_common(values: np.ndarray) -> int:
-    uniq, counts = np.unique(values, return_counts=True)
-    return int(uniq[np.argmax(counts)]) if len(uniq) else NONE
-
-
-def _need(facts: _Facts, cmds: np.ndarray) -> np.ndarray:
-    """When each load's data was needed: its wait's event index, never-waited ones last."""
-    wb = facts.wait_begin[cmds]
-    return np.where(wb >= 0, wb, np.iinfo(np.int64).max)
-
-
-def _queue_inversions(facts: _Facts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """KB103's occurrences: (loads, a later-needed load each queued behind, lost cycles)."""
-    index = facts.index
-    parts = [
-        _queued_on_channel(facts, index.channel_cmds[ch])
-        for ch, info in enumerate(index.channels)
-        if info.get("kind") == "dma_read"
-    ]
-    parts = [p for p in parts if p is not None]
-    if not parts:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty
-    loads, ahead, lost = (np.concatenate(p) for p in zip(*parts, strict=True))
-    return loads, ahead, lost
-
-
-def _queued_behind(facts: _Facts, inversions) -> list[Finding]:
-    loads, ahead_of, lost_of = inversions
-    if not len(loads):
-        return []
-    index = facts.index
-    ahead = np.full(len(facts.hold), NONE, dtype=np.int64)
-    ahead[loads] = ahead_of
-    occ = _Occurrences(
-        cmd=loads,
-        pe=facts.pe[loads],
-        loc=facts.loc[loads],
-        start=facts.t_request[loads],
-        end=np.maximum(facts.t_wait_end[loads], facts.t_grant[loads]),
-        events=np.stack(
-            [
-                index.commands.request[loads],
-                index.commands.grant[ahead_of],
-                index.commands.grant[loads],
-                facts.wait_begin[loads],
-            ],
-            axis=1,
-        ),
-        stall=facts.stall[loads],
-        lost=lost_of,
-    )
-    out: list[Finding] = []
-    for g in _groups(facts, occ):
-        ahead_loc = facts.loc_of(_most_common(facts.loc[ahead[occ.cmd[g.rows]]]))
-        op = "tl.load" if facts.blocking[occ.cmd[g.rows[0]]] else "tl.load_async"
-        message = (
-            f"{op} at {_where(g.loc)} queued on the read channel {_times(g.count)} behind "
-            f"loads from {_where(ahead_loc)} that were waited later, stalling its waits "
-            f"{g.lost:,} cycles"
-        )
-        suggestion = (
-            f"issue loads in the order they are waited: move this load's issue before "
-            f"the ones at {_where(ahead_loc)}"
-        )
-        out.append(_finding("KB103", g, message, suggestion))
-    return out
-
-
-def _queued_on_channel(facts: _Facts, cmds: np.ndarray):
-    """(loads, the later-needed load each queued behind, lost cycles) on one read channel."""
-    cmds = cmds[facts.t_grant[cmds] >= 0]
-    if len(cmds) < 2:
-        return None
-    cmds = cmds[np.argsort(facts.t_grant[cmds], kind="stable")]
-    need = _need(facts, cmds)
-    grant, release, request = facts.t_grant[cmds], facts.t_release[cmds], facts.t_request[cmds]
-    release = np.where(release >= 0, release, grant + facts.hold[cmds])
-    queued = np.flatnonzero((grant > request) & (facts.stall[cmds] > 0))
-    if not len(queued):
-        return None
-    inverted = np.zeros(len(queued), dtype=np.int64)
-    culprit = np.full(len(queued), NONE, dtype=np.int64)
-    for d in range(1, QUEUE_LOOKBACK + 1):
-        j = queued - d
-        ok = j >= 0
-        if not ok.any():
-            break
-        j = np.where(ok, j, 0)
-        overlap = np.minimum(release[j], grant[queued]) - np.maximum(grant[j], request[queued])
-        ok &= overlap > 0
-        hit = ok & (need[j] > need[queued])
-        if not ok.any():
-            break
-        inverted += np.where(hit, overlap, 0)
-        culprit = np.where(hit & (culprit < 0), j, culprit)
-    lost = np.minimum(inverted, facts.stall[cmds[queued]])
-    keep = (lost > 0) & (lost >= QUEUED_MIN_SHARE * facts.hold[cmds[queued]])
-    return cmds[queued[keep]], cmds[culprit[keep]], lost[keep]
-
-
-def _out_of_order_wait(facts: _Facts, inversions) -> list[Finding]:
-    out: list[Finding] = []
-    # A wait whose load queued behind the pending one is KB103's (fix the issue order).
-    explained = np.zeros(len(facts.hold), dtype=bool)
-    explained[inversions[0]] = True
-    for pe in range(facts.index.n_pes):
-        data = facts.pe_cmds((facts.is_load | facts.is_recv) & (facts.future >= 0), pe)
-        if len(data) < 2:
-            continue
-        # A future is pending from its issue until it is waited (never-waited: until it lands).
-        complete = facts.index.commands.complete[data]
-        pending_until = np.where(
-            facts.wait_begin[data] >= 0,
-            facts.wait_begin[data],
-            np.where(complete >= 0, complete, np.iinfo(np.int64).max),
-        )
-        earlier = np.r_[NONE, np.maximum.accumulate(pending_until)[:-1]]
-        hit = (
-            ~facts.blocking[data]
-            & ~explained[data]
-            & (facts.wait_begin[data] >= 0)
-            & (facts.stall[data] > 0)
-            & (earlier > facts.wait_begin[data])
-        )
-        waits = data[hit]
-        occ = _Occurrences(
-            cmd=waits,
-            pe=facts.pe[waits],
-            loc=facts.wait_loc[waits],
-            start=facts.t_wait_begin[waits],
-            end=facts.t_wait_end[waits],
-            events=np.stack([facts.wait_begin[waits], facts.wait_end[waits]], axis=1),
-            stall=facts.stall[waits],
-            lost=facts.stall[waits],
-        )
-        position = {int(cmd): i for i, cmd in enumerate(data[hit])}
-        hit_rows = np.flatnonzero(hit)
-        for g in _groups(facts, occ):
-            first = hit_rows[position[int(occ.cmd[g.rows[0]])]]
-            e = int(np.argmax(pending_until[:first] > facts.wait_begin[data[first]]))
-            pending = int(data[e])
-            message = (
-                f"tl.wait at {_where(g.loc)} waited on a later future while an earlier one "
-                f"(future {int(facts.future[pending])}, issued at "
-                f"{_where(facts.loc_of(facts.loc[pending]))}) was still pending, "
-                f"{_times(g.count)}; these waits stalled {g.stall:,} cycles"
-            )
-            suggestion = (
-                "wait on futures in the order they were issued (a read channel delivers them "
-                "in that order), or issue first the one needed first"
-            )
-            out.append(_finding("KB104", g, message, suggestion))
-    return out
-
-
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals [start, end) as sorted disjoint intervals."""
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], np.maximum.accumulate(ends[order])
-    new = np.r_[True, starts[1:] > ends[:-1]]
-    group_end = np.r_[np.flatnonzero(new)[1:] - 1, len(starts) - 1]
-    return starts[new], ends[group_end]
-
-
-def _covered(starts: np.ndarray, ends: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """F(t): cycles before t covered by the disjoint sorted intervals."""
-    prefix = np.r_[0, np.cumsum(ends - starts)]
-
-    def f(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(starts, t, side="right")
-        before = prefix[np.maximum(k - 1, 0)]
-        last_start = starts[np.maximum(k - 1, 0)] if len(starts) else t
-        last_end = ends[np.maximum(k - 1, 0)] if len(ends) else t
-        inside = np.clip(np.minimum(t, last_end) - last_start, 0, None)
-        return np.where(k > 0, before + inside, 0)
-
-    return f
-
-
-def _idle_read_channel(facts: _Facts) -> list[Finding]:
-    out: list[Finding] = []
-    for pe in range(facts.index.n_pes):
-        loads = facts.pe_cmds(facts.is_load, pe)
-        comp = facts.pe_cmds(facts.is_compute & (facts.t_grant >= 0), pe)
-        if len(loads) < 2 or not len(comp):
-            continue
-        w0, w1 = facts.t_issue[loads[0]], facts.t_issue[loads[-1]]
-        granted = loads[facts.t_grant[loads] >= 0]
-        busy = _covered(
-            *_merged(facts.t_grant[granted], facts.t_grant[granted] + facts.hold[granted])
-        )
-        c0 = np.clip(facts.t_grant[comp], w0, w1)
-        c1 = np.clip(facts.t_grant[comp] + facts.hold[comp], w0, w1)
-        compute = c1 - c0
-        idle = compute - (busy(c1) - busy(c0))
-        total_compute = int(compute.sum())
-        # Charge each compute's idle cycles to the first load issued after it.
-        k = np.searchsorted(facts.issue[loads], facts.issue[comp], side="right")
-        charged = (idle > 0) & (k < len(loads))
-        target = k[charged]
-        gap = np.bincount(target, weights=idle[charged], minlength=len(loads)).astype(np.int64)
-        lost = np.minimum(gap, facts.stall[loads])
-        if total_compute <= 0 or lost.sum() < IDLE_MIN_SHARE * total_compute:
-            continue
-        # The first compute whose idle time is charged to each load.
-        first_gap = np.full(len(loads), NONE, dtype=np.int64)
-        first_gap[target[::-1]] = facts.issue[comp[charged]][::-1]
-        rows = np.flatnonzero(lost > 0)
-        hit = loads[rows]
-        occ = _Occurrences(
-            cmd=hit,
-            pe=facts.pe[hit],
-            loc=facts.loc[hit],
-            start=facts.t_issue[hit],
-            end=np.maximum(facts.t_wait_end[hit], facts.t_issue[hit]),
-            events=np.stack([first_gap[rows], facts.issue[hit]], axis=1),
-            stall=facts.stall[hit],
-            lost=lost[rows],
-        )
-        pe_lost = int(lost.sum())
-        idle_share = float(idle.sum()) / total_compute
-        for g in _groups(facts, occ):
-            if g.lost < IDLE_MIN_LINE_SHARE * pe_lost:
-                continue
-            loads_at = "the load" if g.count == 1 else f"{g.count:,} loads"
-            message = (
-                f"the read channel sat idle under {g.lost:,} cycles of compute that ran just "
-                f"before {loads_at} at {_where(g.loc)} were issued and then stalled; "
-                f"{idle_share:.0%} of PE{pe}'s compute between its first and last load ran "
-                f"with no transfer under it"
-            )
-            suggestion = (
-                "issue these loads earlier (tl.load_async a tile ahead) so their transfers run "
-                f"under the compute before them ({_PIPELINE_HINT})"
-            )
-            out.append(_finding("KB105", g, message, suggestion))
-    return out
-
-
-def _overlap_efficiency(facts: _Facts) -> list[Finding]:
-    index = facts.index
-    out: list[Finding] = []
-    c = index.columns
-    starts = np.flatnonzero(c.kind == Kind.KERNEL_START)
-    for eff in pe_efficiency(index):
-        if eff.efficiency >= EFFICIENCY_THRESHOLD:
-            continue
-        start_event = starts[c.pe[starts] == eff.pe]
-        first = int(start_event[0]) if len(start_event) else 0
-        loc = index.loc(int(c.loc[first])) if len(start_event) else None
-        end_event = int(np.searchsorted(c.time, eff.end, side="right")) - 1
-        events = tuple(sorted({first, max(end_event, first)}))
-        if eff.dma_read_cycles >= eff.compute_cycles:
-            suggestion = (
-                "it is DMA-read-bound: keep the read channel busy by issuing loads ahead with "
-                "tl.load_async so the compute hides under the transfers (the other findings "
-                "say where it serialises)"
+                f"issue it {tiles} ahead, right after the previous tile's tl.wait, so the "
+                f"work of the current tile runs while it is in flight ({_PIPELINE_HINT})"
             )
         else:
+            message = (
+                f"tl.load_async at {where} is prefetched, but one iteration's work "
+                f"({work:,} cycles) is shorter than its transfer + latency "
+                f"({transfer + lat:,} cycles); its waits at {_wait_where(d, g.cmds)} still "
+                f"stalled {stall:,} cycles"
+            )
             suggestion = (
-                "it is compute-bound: issue loads ahead with tl.load_async so the transfers "
-                "hide under the compute (the other findings say where it serialises)"
+                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait "
+                f"(ceil(({transfer:,} + {lat:,}) / {work:,}) = {info['needed']}), with a buffer "
+                f"for each load in flight"
             )
-        out.append(
-            Finding(
-                id=finding_id("KB106", loc, eff.pe),
-                rule="KB106",
-                title=RULES["KB106"],
-                pe=eff.pe,
-                start=eff.start,
-                end=eff.end,
-                events=events,
-                loc=loc,
-                message=(
-                    f"PE{eff.pe} took {eff.achieved:,} cycles where max(DMA read "
-                    f"{eff.dma_read_cycles:,}, compute {eff.compute_cycles:,}) allows "
-                    f"{eff.bound:,}: {eff.efficiency:.0%} overlap efficiency"
-                ),
-                suggestion=suggestion,
-                saving=eff.achieved - eff.bound,
-            )
+        return message, suggestion
+    if g.rule == "KB103":
+        other = _where(d.index.loc(info["ahead_loc"]))
+        message = (
+            f"the load at {where} queued on the read channel {_times(n)} behind loads from "
+            f"{other} that are waited later (at {_wait_where(d, g.cmds)} it stalled "
+            f"{stall:,} cycles)"
         )
-    return out
+        suggestion = f"issue loads in the order they are waited: move this issue above {other}"
+        return message, suggestion
+    if g.rule == "KB104":
+        pending = info["pending"]
+        ploc = d.index.loc(int(d.index.commands.loc[pending]))
+        message = (
+            f"tl.wait at {where} waited on a newer future while an older one (issued at "
+            f"{_where(ploc)}) was still pending, {_times(n)}; these waits stalled {stall:,} cycles"
+        )
+        suggestion = (
+            "wait on futures in the order they were issued (a read channel delivers them "
+            "in that order), or issue first the one needed first"
+        )
+        return message, suggestion
+    if g.rule == "KB108":
+        what = info["kind"]
+        message = (
+            f"tl.wait at {where} waited for a {what} to land {_times(n)}, stalling {stall:,} "
+            f"cycles, though nothing after it reads what the {what} wrote"
+        )
+        suggestion = (
+            f"drop the wait (the kernel's end waits for every {what}) or move it to where the "
+            f"{'stored bytes are read again' if what == 'store' else 'data must have arrived'}"
+        )
+        return message, suggestion
+    message = (
+        f"tl.wait at {where} waited for a receive right after posting it {_times(n)}, "
+        f"stalling {stall:,} cycles, while work that follows could have run first"
+    )
+    suggestion = (
+        "post tl.recv_async early, do the work that does not need the message, then tl.wait"
+    )
+    return message, suggestion

@@ -1,14 +1,51 @@
-"""The critical-path model of each PE: a lower bound on its kernel time under any issue placement."""
+"""The critical-path model of each PE: its kernel as a program, re-timed under other placements.
+
+From the trace alone, each PE's kernel is rebuilt as the sequence of its tl steps
+in program order (issues, compute, waits, host reads of loaded values) with the
+hardware figures the header records. Two things are computed from it:
+
+- **the bound**: a lower bound on the kernel's time for the same program under
+  any placement of its issues. The kernel is one serial chain (compute and
+  issue cycles add up); a wait on a load cannot end before the transfers of
+  every load waited so far, spread over the read channels, plus the HBM
+  latency, each load released no earlier than the last host read of loaded
+  data before its issue (its address may come from that data); stores and
+  sends drain through their channel plus latency before the kernel ends; a
+  receive completes no earlier than its matching send arrived.
+- **re-timing** (:meth:`Program.simulate`): the kernel's time for a given order
+  of its steps, following the emulator's rules (FIFO channels that free up
+  first, hold then latency, drain at the end). With the steps in their
+  recorded order it reproduces the recorded time; a finding's estimated saving
+  is the recorded order's time minus the time with its fix applied.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from kbdebug.replay.summary import pe_efficiency
+import numpy as np
+
+from emulator.trace.schema import Kind
+from kbdebug.replay.index import NONE, TraceIndex
+from kbdebug.replay.summary import event_times, hold_cycles, kernel_spans
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
+
+# Step kinds of a program.
+LOAD, STORE, SEND, RECV, COMPUTE, WAIT, OPAQUE, BARRIER = range(8)
+#: A time that never comes (a receive never matched, a load never granted).
+NEVER = 1 << 62
+#: Host-read event kind (format 1.1); kernels that read loaded values on the host emit it.
+HOST_READ = 17
+#: Bound buckets (one per host read) updated per wait; older ones only ever under-count,
+#: which keeps the bound a lower bound while its cost stays linear.
+BUCKET_WINDOW = 256
+
+_OP_STEP = {"load": LOAD, "load_async": LOAD, "store": STORE, "send": SEND, "recv_async": RECV}
 
 
 @dataclass(frozen=True)
@@ -27,9 +64,364 @@ class PEBound:
     efficiency: float
 
 
-def pe_bounds(replay: Replay) -> list[PEBound]:
-    """The bound of every PE that ran a kernel."""
-    return [
-        PEBound(e.pe, e.start, e.end, e.achieved, e.bound, e.efficiency)
-        for e in pe_efficiency(replay.index)
+@dataclass
+class Hardware:
+    """The figures of one PE the model needs, from the trace header."""
+
+    issue: int
+    hbm_latency: int
+    ipcq_latency: int
+    read_channels: int
+    write_channels: int
+    hbm_bytes_per_cycle: int
+
+    @classmethod
+    def of(cls, index: TraceIndex, pe: int) -> Hardware:
+        config = index.header.get("config") or {}
+        reads = sum(
+            1 for ch in index.channels if ch.get("pe") == pe and ch.get("kind") == "dma_read"
+        )
+        writes = sum(
+            1 for ch in index.channels if ch.get("pe") == pe and ch.get("kind") == "dma_write"
+        )
+
+        def number(name: str, default: int) -> int:
+            value = config.get(name, default)
+            return (
+                int(value) if isinstance(value, int | float) and math.isfinite(value) else default
+            )
+
+        return cls(
+            issue=max(number("issue_cycles", 4), 0),
+            hbm_latency=max(number("hbm_latency", 500), 0),
+            ipcq_latency=max(number("ipcq_latency", 100), 0),
+            read_channels=max(reads or number("dma_read_channels", 1), 1),
+            write_channels=max(writes or number("dma_write_channels", 1), 1),
+            hbm_bytes_per_cycle=max(number("hbm_bytes_per_cycle", 48), 1),
+        )
+
+
+@dataclass
+class Program:
+    """One PE's kernel as steps in program order, with what re-timing each step needs."""
+
+    pe: int
+    hw: Hardware
+    #: Cycle the kernel started, and its recorded end (end of trace if it never ended).
+    start: int
+    end: int
+    #: Whether the kernel ran to its end (no error, deadlock or cut).
+    complete: bool
+    #: Per step: kind, command id (the waited command for WAIT), event index, cycles
+    #: (transfer or compute hold; an opaque step's recorded length), the recorded cycle.
+    kind: list[int] = field(default_factory=list)
+    cmd: list[int] = field(default_factory=list)
+    event: list[int] = field(default_factory=list)
+    cycles: list[int] = field(default_factory=list)
+    at: list[int] = field(default_factory=list)
+    #: Per command of this PE: when its data arrives whatever this PE does (receives:
+    #: the matching send's delivery), and the link a send uses.
+    delivery: dict[int, int] = field(default_factory=dict)
+    link: dict[int, int] = field(default_factory=dict)
+    #: Per load, store or send command of this PE: its transfer cycles.
+    transfer: dict[int, int] = field(default_factory=dict)
+    #: Filled by ``bound``: per waited command, the earliest its data can arrive.
+    earliest: dict[int, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @property
+    def achieved(self) -> int:
+        return self.end - self.start
+
+    @cached_property
+    def recorded_time(self) -> int:
+        """The re-timed length with the steps in their recorded order."""
+        return self.simulate(range(len(self.kind)))
+
+    @cached_property
+    def bound_cycles(self) -> int:
+        """``bound()``, computed once (never above the recorded length)."""
+        return min(self.bound(), self.achieved)
+
+    def simulate(self, order, cmds: list[int] | None = None) -> int:
+        """The kernel's length (cycles from its start) with its steps run in ``order``;
+        ``cmds`` replaces the command each step names (a wait re-pointed elsewhere)."""
+        hw = self.hw
+        issue, lat = hw.issue, hw.hbm_latency
+        kinds, cycles = self.kind, self.cycles
+        cmds = self.cmd if cmds is None else cmds
+        reads = [0] * hw.read_channels
+        writes = [0] * hw.write_channels
+        links: dict[int, int] = {}
+        arrival: dict[int, int] = {}
+        t = self.start
+        drain = t
+        for s in order:
+            k = kinds[s]
+            if k == COMPUTE or k == OPAQUE:
+                t += cycles[s]
+            elif k == WAIT:
+                a = arrival.get(cmds[s], NEVER)
+                if a > t:
+                    t = a
+            elif k == LOAD:
+                t += issue
+                i = reads.index(min(reads))
+                g = reads[i] if reads[i] > t else t
+                reads[i] = g + cycles[s]
+                a = g + cycles[s] + lat
+                arrival[cmds[s]] = a
+                if a > drain:
+                    drain = a
+            elif k == STORE:
+                t += issue
+                i = writes.index(min(writes))
+                g = writes[i] if writes[i] > t else t
+                writes[i] = g + cycles[s]
+                a = g + cycles[s] + lat
+                arrival[cmds[s]] = a
+                if a > drain:
+                    drain = a
+            elif k == SEND:
+                t += issue
+                c = cmds[s]
+                free = links.get(self.link.get(c, -1), 0)
+                g = free if free > t else t
+                links[self.link.get(c, -1)] = g + cycles[s]
+                a = g + cycles[s] + hw.ipcq_latency
+                arrival[c] = a
+                if a > drain:
+                    drain = a
+            elif k == RECV:
+                t += issue
+                c = cmds[s]
+                d = self.delivery.get(c, NEVER)
+                arrival[c] = d if d > t else t
+        if self.complete and drain > t:
+            t = drain
+        return t - self.start
+
+    def bound(self) -> int:
+        """A lower bound on the kernel's length under any placement of its issues.
+
+        Also fills ``earliest``: per waited command, the earliest cycle any
+        placement lets its data arrive (the wait's unavoidable end).
+        """
+        earliest = self.earliest = {}
+        hw = self.hw
+        issue, lat, n = hw.issue, hw.hbm_latency, hw.read_channels
+        kinds, cmds, cycles = self.kind, self.cmd, self.cycles
+        t = self.start
+        # Per bucket (loads released after the same host read): release cycle, and
+        # release + (transfers waited so far in this bucket or later) / read channels.
+        release = [t + issue]
+        peak = np.array([float(t + issue)])
+        best = 0.0
+        bucket_of: dict[int, int] = {}
+        counted: set[int] = set()
+        writes = [0] * hw.write_channels
+        links: dict[int, int] = {}
+        done_by: dict[int, int] = {}
+        drain = t
+        for s in range(len(kinds)):
+            k = kinds[s]
+            c = cmds[s]
+            if k == COMPUTE or k == OPAQUE:
+                t += cycles[s]
+            elif k == BARRIER:
+                release.append(t + issue)
+                peak = np.append(peak, float(t + issue))
+            elif k == LOAD:
+                t += issue
+                bucket_of[c] = len(release) - 1
+                single = release[-1] + cycles[s] + lat
+                done_by[c] = single
+                if single > drain:
+                    drain = single
+            elif k == STORE or k == SEND:
+                t += issue
+                if k == STORE:
+                    i = writes.index(min(writes))
+                    g = max(writes[i], t)
+                    writes[i] = g + cycles[s]
+                    a = g + cycles[s] + lat
+                else:
+                    key = self.link.get(c, -1)
+                    g = max(links.get(key, 0), t)
+                    links[key] = g + cycles[s]
+                    a = g + cycles[s] + hw.ipcq_latency
+                done_by[c] = a
+                drain = max(drain, a)
+            elif k == RECV:
+                t += issue
+                done_by[c] = max(self.delivery.get(c, NEVER), t)
+            elif k == WAIT:
+                b = bucket_of.get(c)
+                if b is not None and c not in counted:
+                    counted.add(c)
+                    lo = max(0, b + 1 - BUCKET_WINDOW)
+                    window = peak[lo : b + 1]
+                    window += self.transfer[c] / n
+                    best = max(best, float(window.max()))
+                    a = max(math.ceil(best) + lat, done_by.get(c, 0))
+                else:
+                    a = done_by.get(c, NEVER)
+                earliest.setdefault(c, a)
+                t = max(t, a)
+        if self.complete:
+            t = max(t, drain)
+        return min(t, NEVER) - self.start
+
+
+@dataclass
+class Model:
+    """Every PE's program, built once per trace."""
+
+    index: TraceIndex
+    programs: dict[int, Program]
+    #: Per command: the event index of its ISSUE and the step of it in its PE's program.
+    step_of_issue: dict[int, int]
+
+    def bounds(self) -> list[PEBound]:
+        out = []
+        for pe, prog in sorted(self.programs.items()):
+            achieved = prog.achieved
+            bound = prog.bound_cycles
+            out.append(
+                PEBound(
+                    pe=pe,
+                    start=prog.start,
+                    end=prog.end,
+                    achieved=achieved,
+                    bound=bound,
+                    efficiency=bound / achieved if achieved > 0 else 1.0,
+                )
+            )
+        return out
+
+
+def build_model(index: TraceIndex) -> Model:
+    """Rebuild each PE's program from the trace."""
+    c = index.columns
+    cmds = index.commands
+    futs = index.futures
+    n_cmds = len(cmds.issue)
+    hold = hold_cycles(index)
+    t_complete = event_times(index, cmds.complete)
+    strings = index.strings
+    op_names = [strings[o] if 0 <= o < len(strings) else "" for o in cmds.op.tolist()]
+    chan_kind = [
+        str(index.channels[ch].get("kind", "")) if 0 <= ch < len(index.channels) else ""
+        for ch in cmds.channel.tolist()
     ]
+    starts, ends = kernel_spans(index)
+    kinds_wanted = [Kind.ISSUE, Kind.WAIT_BEGIN, HOST_READ]
+    rel = np.flatnonzero(np.isin(c.kind, kinds_wanted))
+    order = np.argsort(c.pe[rel], kind="stable")
+    rel = rel[order]
+    pes = c.pe[rel]
+    bounds = np.searchsorted(pes, np.arange(index.n_pes + 1))
+    fut_cmd = futs.cmd.tolist()
+    hold_l = hold.tolist()
+    nbytes_l = cmds.nbytes.tolist()
+    channel_l = cmds.channel.tolist()
+    complete_l = t_complete.tolist()
+    complete_ev = cmds.complete.tolist()
+    status = (index.footer or {}).get("status")
+    # Receives: the send each was matched with, and when that send was delivered.
+    recv_ev = np.flatnonzero(c.kind == Kind.IPCQ_RECV)
+    recv_delivery: dict[int, int] = {}
+    for send_cmd, fut in zip(c.cmd[recv_ev].tolist(), c.fut[recv_ev].tolist(), strict=True):
+        if 0 <= fut < len(fut_cmd) and 0 <= send_cmd < n_cmds and complete_l[send_cmd] >= 0:
+            recv_delivery[fut_cmd[fut]] = complete_l[send_cmd]
+    ended_ok = set(np.flatnonzero(c.kind == Kind.KERNEL_END).tolist())
+    pe_ended = {int(c.pe[e]) for e in ended_ok}
+    programs: dict[int, Program] = {}
+    step_of_issue: dict[int, int] = {}
+    for pe in range(index.n_pes):
+        if starts[pe] < 0:
+            continue
+        hw = Hardware.of(index, pe)
+        prog = Program(
+            pe=pe,
+            hw=hw,
+            start=int(starts[pe]),
+            end=int(ends[pe]),
+            complete=pe in pe_ended and status in (None, "ok") and not index.truncated,
+        )
+        events = rel[bounds[pe] : bounds[pe + 1]]
+        ev_kind = c.kind[events].tolist()
+        ev_cmd = c.cmd[events].tolist()
+        ev_fut = c.fut[events].tolist()
+        ev_time = c.time[events].tolist()
+        skip_until = -1
+        for e, k, cmd, fut, at in zip(
+            events.tolist(), ev_kind, ev_cmd, ev_fut, ev_time, strict=True
+        ):
+            if e <= skip_until:
+                continue
+            if k == Kind.ISSUE:
+                if not 0 <= cmd < n_cmds:
+                    continue
+                op = op_names[cmd]
+                step = _OP_STEP.get(op)
+                if op == "composite":
+                    done = complete_ev[cmd]
+                    skip_until = done if done >= 0 else 1 << 62
+                    end_at = complete_l[cmd] if done >= 0 else prog.end
+                    _add(prog, OPAQUE, cmd, e, max(end_at - at, 0), at)
+                elif step is None:
+                    if chan_kind[cmd] in ("gemm", "math"):
+                        _add(prog, COMPUTE, cmd, e, hold_l[cmd], at)
+                    continue
+                else:
+                    if step in (LOAD, STORE):
+                        cyc = (
+                            hold_l[cmd]
+                            if hold_l[cmd] > 0
+                            else max(1, -(-nbytes_l[cmd] // hw.hbm_bytes_per_cycle))
+                        )
+                    elif step == SEND:
+                        cyc = max(hold_l[cmd], 1)
+                        prog.link[cmd] = channel_l[cmd]
+                    else:
+                        cyc = 0
+                        prog.delivery[cmd] = recv_delivery.get(cmd, NEVER)
+                    prog.transfer[cmd] = cyc
+                    step_of_issue[cmd] = len(prog.kind)
+                    _add(prog, step, cmd, e, cyc, at)
+            elif k == Kind.WAIT_BEGIN:
+                if 0 <= fut < len(fut_cmd) and fut_cmd[fut] >= 0:
+                    _add(prog, WAIT, fut_cmd[fut], e, 0, at)
+            else:  # a host read: later issues may depend on the values read
+                _add(prog, BARRIER, fut, e, 0, at)
+        programs[pe] = prog
+    return Model(index, programs, step_of_issue)
+
+
+def _add(prog: Program, kind: int, cmd: int, event: int, cycles: int, at: int) -> None:
+    prog.kind.append(kind)
+    prog.cmd.append(cmd)
+    prog.event.append(event)
+    prog.cycles.append(int(cycles))
+    prog.at.append(int(at))
+
+
+def model_of(replay: Replay) -> Model:
+    """The model of ``replay``'s trace, built once and kept on the index."""
+    index = replay.index
+    cached = getattr(index, "_kbdebug_model", None)
+    if cached is None:
+        cached = build_model(index)
+        index._kbdebug_model = cached
+    return cached
+
+
+def pe_bounds(replay: Replay) -> list[PEBound]:
+    """The critical-path bound of every PE that ran a kernel."""
+    return model_of(replay).bounds()
+
+
+__all__ = ["NONE", "PEBound", "Program", "build_model", "model_of", "pe_bounds"]
