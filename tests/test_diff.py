@@ -12,6 +12,7 @@ from emulator.scenarios import decode_blocking, decode_prefetch
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis import findings_of
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.cli import main
 from kbdebug.export.diff import HIGHER, LOWER, Change, compare
 from kbdebug.replay import Replay
@@ -115,7 +116,7 @@ def test_busy_share_lists_channels_busy_in_either_run_only():
 
 def test_efficiency_is_compared_per_pe():
     names = [c.name for c in compare(summary(), summary(), [], []).headline]
-    assert names == ["end cycle", "stall cycles", "dma_read_count", "overlap efficiency PE0"]
+    assert names == ["end cycle", "stall cycles", "dma_read_count", "efficiency PE0"]
 
 
 # --- the command on real traces ----------------------------------------------------------
@@ -158,7 +159,7 @@ def test_depth_2_prefetch_against_blocking_shows_the_speed_up(traces, capsys):
     assert end["percent"] == pytest.approx(100 * end["delta"] / end["a"])
     stall = next(c for c in doc["headline"] if c["name"] == "stall cycles")
     assert stall["b"] < stall["a"]
-    efficiency = next(c for c in doc["headline"] if c["name"] == "overlap efficiency PE0")
+    efficiency = next(c for c in doc["headline"] if c["name"] == "efficiency PE0")
     assert efficiency["verdict"] == "better"
     # The blocking loads' lines stall in A and not at all in B.
     lines = {(r["file"], r["line"]): r for r in doc["stall_by_line"]}
@@ -169,8 +170,9 @@ def test_depth_2_prefetch_against_blocking_shows_the_speed_up(traces, capsys):
 
 
 def test_depth_2_prefetch_removes_the_blocking_load_findings(traces, capsys):
-    a = findings_of(Replay.open(traces["blocking"]))
-    b = findings_of(Replay.open(traces["prefetch"]))
+    ra, rb = Replay.open(traces["blocking"]), Replay.open(traces["prefetch"])
+    a = with_stable_ids(ra.index, findings_of(ra))
+    b = with_stable_ids(rb.index, findings_of(rb))
     _, doc = diff_json(capsys, traces["blocking"], traces["prefetch"])
     removed = {f["id"] for f in doc["findings"]["removed"]}
     assert removed == {f.id for f in a} - {f.id for f in b}
@@ -201,7 +203,7 @@ def test_blocking_after_prefetch_is_a_regression_exit_1(traces, capsys):
 
 def test_json_diff_follows_its_schema(traces, capsys):
     _, doc = diff_json(capsys, traces["blocking"], traces["prefetch"])
-    assert doc["schema"] == "kbdebug.diff/1"
+    assert doc["schema"] == "kbdebug.diff/2"
     assert doc["a"]["trace"] == traces["blocking"] and doc["b"]["kernel"] == "decode_prefetch"
     keys = {"name", "a", "b", "delta", "percent", "unit", "better", "verdict"}
     assert all(set(c) == keys for c in doc["headline"] + doc["busy"])

@@ -48,9 +48,11 @@ def test_text_report_starts_with_status_and_has_the_run_numbers(traces, capsys):
     assert f"stall cycles: {stalls:,}  dma_read_count: {reads}" in out
     busy = result.busy_cycles["pe0.dma_read0"]
     assert any(ln.split()[:2] == ["pe0.dma_read0", f"{busy:,}"] for ln in lines)
-    assert any(ln.strip().startswith("PE0  30%") for ln in lines)
+    pe0 = next(ln for ln in lines if ln.strip().startswith("PE0  achieved"))
+    assert f"achieved {result.pe_end_times[0]:,}" in pe0 and "bound" in pe0
+    assert "efficiency" in pe0 and "findings save ~" in pe0
     k_line = kf.line_containing(SCENARIOS["decode_blocking"]().kernel, "k = tl.load(")
-    assert f"  KB101:emulator/kernels/attention.py:{k_line}  blocking-load" in out
+    assert f"[KB101:emulator/kernels/attention.py:{k_line}]" in out
     assert any(ln.strip().startswith(f"emulator/kernels/attention.py:{k_line}") for ln in lines)
 
 
@@ -73,7 +75,7 @@ def test_text_report_of_a_clean_pipeline_says_no_findings(traces, capsys):
 def test_json_report_matches_the_run_result(traces, capsys):
     result, path = traces["decode_blocking"]
     doc = report_json(capsys, path)
-    assert doc["schema"] == "kbdebug.report/1"
+    assert doc["schema"] == "kbdebug.report/2"
     assert doc["status"] == "ok" and doc["error"] is None
     assert doc["kernel"] == "decode_blocking" and doc["grid"] == [1]
     assert doc["end_time"] == result.end_time
@@ -107,8 +109,9 @@ def test_json_report_gives_efficiency_per_pe(traces, capsys):
     assert [e["pe"] for e in doc["efficiency"]] == sorted(result.pe_end_times)
     for e in doc["efficiency"]:
         assert e["end"] == result.pe_end_times[e["pe"]]
-        assert e["bound"] == max(e["dma_read_cycles"], e["compute_cycles"])
+        assert 0 < e["bound"] <= e["achieved"]
         assert e["efficiency"] == pytest.approx(e["bound"] / e["achieved"])
+        assert e["savings"] >= 0
 
 
 def test_json_findings_carry_ids_messages_and_events(traces, capsys):
@@ -116,9 +119,13 @@ def test_json_findings_carry_ids_messages_and_events(traces, capsys):
     findings = report_json(capsys, path)["findings"]
     assert {f["rule"] for f in findings} >= {"KB101", "KB106"}
     for f in findings:
-        assert f["id"].startswith(f["rule"] + ":" + f["loc"]["file"])
+        assert f["id"].startswith(f["rule"] + ":" + f["loc"]["file"] + "::")
+        assert f["line_id"] == f"{f['rule']}:{f['loc']['file']}:{f['loc']['line']}"
         assert f["message"] and f["suggestion"] and f["events"]
         assert f["start"] <= f["end"]
+        assert f["saving"] >= 0 and 0 <= f["share"] and "call_loc" in f
+    savings = [f["saving"] for f in findings]
+    assert savings == sorted(savings, reverse=True)
 
 
 # --- --fail-on ------------------------------------------------------------------------
@@ -147,7 +154,7 @@ def test_fail_on_a_rule_code_or_an_exact_id(traces, capsys):
 def test_fail_on_an_unknown_rule_is_a_usage_error(traces, capsys):
     status, out, err = report(capsys, traces["decode_prefetch"][1], "--fail-on", "KB9")
     assert status == 2 and not out
-    assert len(err.splitlines()) == 1 and "KB9" in err
+    assert len(err.splitlines()) == 1 and "KB9" in err and "Traceback" not in err
 
 
 # --- incomplete runs and bad files ----------------------------------------------------

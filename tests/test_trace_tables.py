@@ -18,7 +18,7 @@ from trace_synth import (
 
 from emulator.trace import TraceFormatError, reader
 from emulator.trace.reader import EventTables, read_trace, read_trace_tables
-from emulator.trace.schema import Kind
+from emulator.trace.schema import Kind, SourceLoc
 from emulator.trace.writer import TraceWriter
 from kbdebug.replay import Replay
 
@@ -132,6 +132,35 @@ def test_newer_minor_version_reads_as_read_trace_reads_it():
         footer_record(3, end_time=1 << 20),
     )
     same_as_read_trace(data)
+
+
+def test_loc_callers_read_as_read_trace_reads_them(chunk):
+    helper = [100, "k.py", 30, "load_tile"]
+    kernel = [100, "k.py", 7, "k"]
+    wait = [Kind.WAIT_BEGIN, 0, 0, 1, 1]
+    good = forged(kernel, helper, [102, 1, 0], wait, [Kind.HOST_READ, 1, 0, 1])
+    assert outcome(read_trace_tables, good)[5][1].caller == SourceLoc("k.py", 7, "k")
+    same_as_read_trace(good)
+    # Defined in another chunk than the event after it that fails: the caller read
+    # on the fast path is taken back with its chunk and read again.
+    filler = [[0, f"s{i}"] for i in range(40)]
+    late = forged(kernel, helper, *filler, [102, 1, 0], wait, [Kind.WAIT_END, 0, 0, 1, -1])
+    assert "WAIT_END stalled" in outcome(read_trace_tables, late)[1]
+    same_as_read_trace(late)
+    for bad in (
+        [kernel, [102, 1, 0]],
+        [kernel, helper, [102, 0, 1]],
+        [kernel, helper, [102, 1, 0], [102, 1, 0]],
+        [kernel, helper, [102, 1, 0], [102, 1]],
+    ):
+        data = forged(*bad, wait)
+        assert outcome(read_trace_tables, data)[0] == "error"
+        same_as_read_trace(data)
+
+
+def forged(*records) -> bytes:
+    events = sum(1 for r in records if 1 <= r[0] <= 99)
+    return pack_objects(header_record(), *records, footer_record(events, end_time=99))
 
 
 def test_times_past_the_int64_range_fail_as_read_trace_fails(tmp_path):

@@ -70,8 +70,10 @@ def make_header(rows: int = 2, cols: int = 2) -> dict[str, Any]:
 
 
 def every_kind_events() -> list[tuple[Any, ...]]:
-    """A short run on two PEs with at least one event of every kind, in time order."""
+    """A short run on two PEs with at least one event of every kind, in time order
+    (and one tl call inside a helper, whose loc has a caller)."""
     a, b = loc(5), loc(9)
+    helper = SourceLoc(KERNEL_FILE, 30, "receive_tile", loc(12))
     return [
         (Kind.KERNEL_START, 0, 0, "decode_attention", loc(4)),
         (Kind.KERNEL_START, 0, 1, "decode_attention", loc(4)),
@@ -89,7 +91,7 @@ def every_kind_events() -> list[tuple[Any, ...]]:
         (Kind.HOST_READ, 759, 0, 0),
         (Kind.IPCQ_RECV, 800, 0, 1, 1, 1),
         (Kind.SCRATCH_FREE, 900, 0, 0, 16384, 0),
-        (Kind.ISSUE, 900, 1, 2, "recv_async", 2, -1, 256, (64,), "f32", False, b),
+        (Kind.ISSUE, 900, 1, 2, "recv_async", 2, -1, 256, (64,), "f32", False, helper),
         (Kind.WAIT_BEGIN, 901, 1, 2, b),
         (Kind.KERNEL_END, 950, 0),
         (Kind.KERNEL_ERROR, 960, 1, "ValueError: shape (64,) does not match (128,)", b),

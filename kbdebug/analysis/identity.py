@@ -22,7 +22,9 @@ removed; a function's ``def`` line (and its decorators) is ``def``. Texts longer
 than ``MAX_TEXT`` characters keep their start and a short hash of the whole.
 
 A location whose file is not embedded, or not Python that parses, or outside it,
-falls back to ``FILE:LINE``. Finding ids prefix the rule and suffix ``:peN`` for
+falls back to ``FILE:LINE``. A call inside a helper adds ``@`` and the identity of
+the kernel's call into the helper (one helper line called from two kernel lines is
+two sites). Finding ids prefix the rule and suffix ``:peN`` for
 PE N > 0: ``KB102:qk.py::decode::tl.wait(kf)#1:pe3``.
 """
 
@@ -71,10 +73,12 @@ def call_identity(index: Any, loc: SourceLoc | None) -> str:
     source = _sources(index).get(loc.file)
     site = _sites(source)(loc.line) if isinstance(source, str) else None
     if site is None:
-        return f"{loc.file}:{loc.line}"
-    scope, text, ordinal = site
-    function = loc.function or scope
-    return f"{loc.file}::{function}::{text}#{ordinal}"
+        own = f"{loc.file}:{loc.line}"
+    else:
+        scope, text, ordinal = site
+        own = f"{loc.file}::{loc.function or scope}::{text}#{ordinal}"
+    caller = getattr(loc, "caller", None)
+    return own if caller is None else f"{own}@{call_identity(index, caller)}"
 
 
 def finding_id(rule: str, index: Any, loc: SourceLoc | None, pe: int) -> str:

@@ -1,7 +1,11 @@
 """`kbdebug diff A B`: two runs side by side, and whether B regressed.
 
-Exit status: 0; 1 with ``--fail-on-regression`` when B ends later than A or has
-a finding A has not; 2 for a bad trace file.
+Exit status: 0; with ``--fail-on-regression``, 1 when B ends later than A or has a
+finding A has not (findings matched by their edit-proof id, so moving lines is no
+regression), and 3 when B did not complete (kernel error, deadlock, interrupted,
+truncated, no events: its numbers cover only what ran, and a run cut short is never
+"better"); 2 for a bad trace file (not a trace, empty, cut off inside its header).
+The reasons are listed at the end of the text and on stderr.
 """
 
 from __future__ import annotations
@@ -9,22 +13,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from kbdebug.analysis import findings_of
-from kbdebug.commands.export import open_replay
-from kbdebug.export.diff import SCHEMA, Change, RunDiff, compare, to_json
+from kbdebug.analysis import findings_of, pe_bounds
+from kbdebug.analysis.align import LineMap
+from kbdebug.analysis.identity import with_stable_ids
+from kbdebug.analysis.select import incomplete
+from kbdebug.commands.report import EXIT_GATE, EXIT_INCOMPLETE, open_trace
+from kbdebug.export.diff import SCHEMA, Change, RunDiff, compare, kernel_warnings, to_json
 from kbdebug.replay.summary import Summary, summarize
+from kbdebug.safe_text import escape
 
 #: Source lines the text lists (largest stall first); --json has them all.
 STALL_LINES = 15
 
 DESCRIPTION = """\
 Compare two traces, A (before) and B (after): end cycle, stall cycles,
-dma_read_count and overlap efficiency per PE; busy share of every channel and
-engine; findings removed and added (by id); stall per source line (matched by
-file and line). Each with both values and the change, absolute and in percent
-of A.
+dma_read_count and efficiency (critical-path bound / achieved) per PE; busy share
+of every channel and engine; findings removed and added (matched by their
+edit-proof id: file, function, call text and ordinal, so unrelated edits do not
+count); stall per source line (lines aligned across edits: qk.py:28 → qk.py:29).
+Each with both values and the change, absolute and in percent of A. A run that did
+not complete is said so, and its numbers get no verdict.
 """
 
 
@@ -36,7 +45,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog="example:\n"
         "  kbdebug run decode_blocking -o blocking.kbt\n"
         "  kbdebug run decode_prefetch -o prefetch.kbt\n"
-        "  kbdebug diff blocking.kbt prefetch.kbt --fail-on-regression",
+        "  kbdebug diff blocking.kbt prefetch.kbt --fail-on-regression\n\n"
+        "exit status: 0; with --fail-on-regression 1 when B is slower or adds a finding,\n"
+        "3 when B did not complete; 2 for a bad trace file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="A", help="the trace before (baseline)")
@@ -45,18 +56,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when B ends later than A or adds a finding",
+        help="exit 1 when B ends later than A or adds a finding, 3 when B did not complete",
+    )
+
+
+def diff_runs(a_path: str, b_path: str) -> RunDiff:
+    """Open both traces and compare them (UserError for a bad file)."""
+    a, b = open_trace(a_path), open_trace(b_path)
+    sa, sb = summarize(a), summarize(b)
+    return compare(
+        sa,
+        sb,
+        with_stable_ids(a.index, findings_of(a)),
+        with_stable_ids(b.index, findings_of(b)),
+        a_bounds=pe_bounds(a),
+        b_bounds=pe_bounds(b),
+        lines=LineMap(a.index, b.index),
+        a_incomplete=incomplete(a),
+        b_incomplete=incomplete(b),
+        warnings=kernel_warnings(a.index, b.index, sa, sb),
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    a, b = open_replay(Path(args.a)), open_replay(Path(args.b))
-    diff = compare(summarize(a), summarize(b), findings_of(a), findings_of(b))
+    diff = diff_runs(args.a, args.b)
     if args.json:
         sys.stdout.write(json.dumps(to_json(diff, args.a, args.b), indent=2) + "\n")
     else:
         sys.stdout.write(render(diff, args.a, args.b))
-    return 1 if args.fail_on_regression and diff.regression else 0
+    sys.stdout.flush()
+    for warning in diff.warnings if args.json else ():
+        print(f"kbdebug diff: warning: {escape(warning)}", file=sys.stderr)
+    if not (args.fail_on_regression and diff.regression):
+        return 0
+    for reason in diff.regressions:
+        print(f"kbdebug diff: regression: {escape(reason)}", file=sys.stderr)
+    return EXIT_INCOMPLETE if diff.b_incomplete is not None else EXIT_GATE
 
 
 # --- text -------------------------------------------------------------------------------
@@ -102,35 +137,45 @@ def _rows(changes: list[Change]) -> list[list[str]]:
     ]
 
 
-def _run_line(label: str, path: str, s: Summary) -> str:
-    status = s.status if s.status == "ok" else s.status.upper()
-    return f"{label}: {path}  ({s.kernel or 'kernel'}, {status}, {s.n_events:,} events)"
+def _run_line(label: str, path: str, s: Summary, reason: str | None) -> str:
+    status = "ok" if reason is None else f"{s.status.upper()}: did not complete: {reason}"
+    kernel = s.kernel or "kernel"
+    return escape(f"{label}: {path}  ({kernel}, {status}, {s.n_events:,} events)")
 
 
 def render(diff: RunDiff, a_path: str, b_path: str) -> str:
     """The diff as text: runs, headline numbers, busy shares, findings, stalls, verdict."""
-    lines = [_run_line("A", a_path, diff.a), _run_line("B", b_path, diff.b), ""]
+    lines = [
+        _run_line("A", a_path, diff.a, diff.a_incomplete),
+        _run_line("B", b_path, diff.b, diff.b_incomplete),
+    ]
+    lines += [f"warning: {escape(w)}" for w in diff.warnings]
+    lines.append("")
     lines += _table(["run", "A", "B", "change", ""], _rows(diff.headline))
     if diff.busy:
         lines += ["", *_table(["busy share", "A", "B", "change", ""], _rows(diff.busy))]
 
     lines += ["", _findings_line(diff)]
     for label, findings in (("removed", diff.removed), ("added", diff.added)):
-        lines += [f"  {label:<8} {f.id}  {f.title}" for f in findings]
+        lines += [
+            f"  {label:<8} {escape(f.id, 512)}  {escape(f.title, 64)}"
+            + (f"  [{escape(f.line_id, 512)}]" if f.line_id and f.line_id != f.id else "")
+            for f in findings
+        ]
 
     stalled = [r for r in diff.stall_by_line if r.stall.a or r.stall.b]
     if stalled:
         rows = [
             [
-                f"{r.where} ({r.function})" if r.function else r.where,
-                _value(r.stall.a, "cycles"),
-                _value(r.stall.b, "cycles"),
+                f"stall {_value(r.stall.a, 'cycles')} → {_value(r.stall.b, 'cycles')} at "
+                + escape(r.where, 1024)
+                + (f" ({escape(r.function, 256)})" if r.function else ""),
                 _change(r.stall),
                 r.stall.verdict,
             ]
             for r in stalled[:STALL_LINES]
         ]
-        lines += ["", *_table(["stall by source line", "A", "B", "change", ""], rows)]
+        lines += ["", *_table(["stall by source line (A → B)", "change", ""], rows)]
         if len(stalled) > STALL_LINES:
             lines.append(f"  ... {len(stalled) - STALL_LINES} more lines (--json lists all)")
     lines += ["", _verdict(diff)]
@@ -146,11 +191,17 @@ def _findings_line(diff: RunDiff) -> str:
 
 
 def _verdict(diff: RunDiff) -> str:
-    end = diff.headline[0]
     if diff.regression:
-        return "REGRESSION: " + "; ".join(diff.regressions)
-    if end.delta:
+        return "REGRESSION: " + escape("; ".join(diff.regressions))
+    if diff.a_incomplete is not None:
+        return escape(
+            f"A did not complete ({diff.a_incomplete}); B did: the numbers are not compared"
+        )
+    end = diff.headline[0]
+    if end.delta and end.delta < 0:
         speed = f"B is faster: {-end.delta:,} fewer cycles ({end.percent:+.1f}%)"
+    elif end.delta:
+        speed = f"B is slower: {end.delta:,} more cycles ({end.percent:+.1f}%)"
     else:
         speed = "B takes as long as A"
     removed = len(diff.removed)

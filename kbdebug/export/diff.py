@@ -5,8 +5,16 @@ each trace (as ``kbdebug report`` computes them) and returns a
 :class:`RunDiff`; nothing here opens a file or prints.
 
 Matching: PEs by number, channels and engines by name (``pe0.dma_read0``),
-findings by id, stalls by wait source line (file and line; the function is for
-display). A regression is B ending later than A, or B having a finding A has not.
+findings by their edit-proof id (:mod:`kbdebug.analysis.identity`: an edit that
+moves lines does not make a finding "removed" and "added"), stalls by wait source
+line through a :class:`~kbdebug.analysis.align.LineMap` of the two runs' embedded
+sources (``qk.py:28 → qk.py:29``), or by file and line without one.
+
+A regression is B not completing (kernel error, deadlock, interrupted, truncated,
+no events), or, when both completed, B ending later than A or having a finding A
+has not. When either run did not complete, no number gets a "better" or "worse"
+verdict: a run cut short ends early and stalls little, which is no improvement.
+When A did not complete and B did, nothing else is a regression.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.align import LineMap
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.model import PEBound
 from kbdebug.replay.summary import Summary
 
-SCHEMA = "kbdebug.diff/1"
+SCHEMA = "kbdebug.diff/2"
 
 #: How a number is better: it went down, it went up, or neither (busy shares, counts).
 LOWER, HIGHER, NEUTRAL = "lower", "higher", "neutral"
@@ -60,19 +70,44 @@ class Change:
 
 @dataclass(frozen=True)
 class LineChange:
-    """The stall of the waits at one source line in both runs (0 stall, 0 waits if absent)."""
+    """The stall of the waits at one source line in both runs (0 stall, 0 waits if absent).
 
-    file: str
-    line: int
+    ``file``/``line`` are A's, ``b_file``/``b_line`` where the same line is in B (they
+    differ when an edit moved it); a line only one run has is None in the other.
+    """
+
+    file: str | None
+    line: int | None
     function: str
     #: Stalled cycles at the line in A and B.
     stall: Change
     a_waits: int
     b_waits: int
+    b_file: str | None = None
+    b_line: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.b_file is None and self.b_line is None and self.file is not None:
+            # Matched by file and line (no alignment): the same place in both runs.
+            object.__setattr__(self, "b_file", self.file)
+            object.__setattr__(self, "b_line", self.line)
+
+    @property
+    def a_where(self) -> str | None:
+        return None if self.file is None else f"{self.file}:{self.line}"
+
+    @property
+    def b_where(self) -> str | None:
+        return None if self.b_file is None else f"{self.b_file}:{self.b_line}"
 
     @property
     def where(self) -> str:
-        return f"{self.file}:{self.line}"
+        """``qk.py:28``, ``qk.py:28 → qk.py:29`` when it moved, ``- →`` / ``→ -`` for a
+        line only one run has."""
+        a, b = self.a_where, self.b_where
+        if a == b:
+            return a or "-"
+        return f"{a or '-'} → {b or '-'}"
 
 
 @dataclass(frozen=True)
@@ -81,7 +116,7 @@ class RunDiff:
 
     a: Summary
     b: Summary
-    #: end cycle, stall cycles, dma_read_count, then overlap efficiency per PE.
+    #: end cycle, stall cycles, dma_read_count, then efficiency (bound / achieved) per PE.
     headline: list[Change]
     #: Busy share of each channel and engine busy in either run.
     busy: list[Change]
@@ -91,20 +126,50 @@ class RunDiff:
     stall_by_line: list[LineChange]
     #: Why B is a regression (empty when it is not).
     regressions: list[str] = field(default_factory=list)
+    #: Why each run did not complete (None when it did).
+    a_incomplete: str | None = None
+    b_incomplete: str | None = None
+    #: Things to know before reading the numbers (the runs ran different kernels).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def regression(self) -> bool:
         return bool(self.regressions)
 
+    @property
+    def comparable(self) -> bool:
+        """Both runs completed, so their numbers compare."""
+        return self.a_incomplete is None and self.b_incomplete is None
+
 
 def compare(
-    a: Summary, b: Summary, a_findings: Iterable[Finding], b_findings: Iterable[Finding]
+    a: Summary,
+    b: Summary,
+    a_findings: Iterable[Finding],
+    b_findings: Iterable[Finding],
+    *,
+    a_bounds: Iterable[PEBound] | None = None,
+    b_bounds: Iterable[PEBound] | None = None,
+    lines: LineMap | None = None,
+    a_incomplete: str | None = None,
+    b_incomplete: str | None = None,
+    warnings: Iterable[str] = (),
 ) -> RunDiff:
-    """Compare run A (before) with run B (after)."""
+    """Compare run A (before) with run B (after).
+
+    ``a_bounds``/``b_bounds`` (``pe_bounds``) give the efficiency per PE (else the
+    summaries' own); ``lines`` aligns the stall lines across edits; ``a_incomplete``
+    and ``b_incomplete`` say why a run did not complete (``analysis.incomplete``).
+    """
     a_findings, b_findings = list(a_findings), list(b_findings)
+    comparable = a_incomplete is None and b_incomplete is None
+
+    def better(way: str) -> str:
+        return way if comparable else NEUTRAL
+
     headline = [
-        Change("end cycle", a.end_time, b.end_time, "cycles", LOWER),
-        Change("stall cycles", a.stall_cycles, b.stall_cycles, "cycles", LOWER),
+        Change("end cycle", a.end_time, b.end_time, "cycles", better(LOWER)),
+        Change("stall cycles", a.stall_cycles, b.stall_cycles, "cycles", better(LOWER)),
         Change(
             "dma_read_count",
             a.counts.get("dma_read_count"),
@@ -112,16 +177,16 @@ def compare(
             "count",
         ),
     ]
-    a_pes = {pe.pe: pe for pe in a.pes}
-    b_pes = {pe.pe: pe for pe in b.pes}
-    for pe in sorted(a_pes.keys() | b_pes.keys()):
+    a_eff = _efficiency(a, a_bounds)
+    b_eff = _efficiency(b, b_bounds)
+    for pe in sorted(a_eff.keys() | b_eff.keys()):
         headline.append(
             Change(
-                f"overlap efficiency PE{pe}",
-                a_pes[pe].efficiency if pe in a_pes else None,
-                b_pes[pe].efficiency if pe in b_pes else None,
+                f"efficiency PE{pe}",
+                a_eff.get(pe),
+                b_eff.get(pe),
                 "ratio",
-                HIGHER,
+                better(HIGHER),
             )
         )
     busy = _busy(a, b)
@@ -131,10 +196,13 @@ def compare(
     removed = [f for f in a_findings if f.id not in b_ids]
     kept = [f.id for f in b_findings if f.id in a_ids]
     regressions = []
-    if b.end_time > a.end_time:
-        regressions.append(f"B ends {b.end_time - a.end_time:,} cycles later than A")
-    if added:
-        regressions.append(f"B adds {len(added)} finding{'s' if len(added) != 1 else ''}")
+    if b_incomplete is not None:
+        regressions.append(f"B did not complete: {b_incomplete}")
+    elif a_incomplete is None:
+        if b.end_time > a.end_time:
+            regressions.append(f"B ends {b.end_time - a.end_time:,} cycles later than A")
+        if added:
+            regressions.append(f"B adds {len(added)} finding{'s' if len(added) != 1 else ''}")
     return RunDiff(
         a=a,
         b=b,
@@ -143,9 +211,44 @@ def compare(
         added=added,
         removed=removed,
         kept=kept,
-        stall_by_line=_lines(a, b),
+        stall_by_line=_lines(a, b, lines, better(LOWER)),
         regressions=regressions,
+        a_incomplete=a_incomplete,
+        b_incomplete=b_incomplete,
+        warnings=list(warnings),
     )
+
+
+def _efficiency(s: Summary, bounds: Iterable[PEBound] | None) -> dict[int, float]:
+    if bounds is not None:
+        return {b.pe: b.efficiency for b in bounds}
+    return {pe.pe: pe.efficiency for pe in s.pes}
+
+
+def kernel_warnings(a_index: Any, b_index: Any, a: Summary, b: Summary) -> list[str]:
+    """Why the two runs may not be the same kernel: its name, or the functions or files
+    their tl calls were made in, differ (files paired across renames)."""
+    if a.kernel != b.kernel:
+        return [f"A and B ran different kernels: {a.kernel or '?'} and {b.kernel or '?'}"]
+    out = []
+    a_funcs = {(loc.file, loc.function) for loc in a_index.locs}
+    b_funcs = {(loc.file, loc.function) for loc in b_index.locs}
+    renamed = LineMap(a_index, b_index).files
+    a_funcs = {(renamed.get(f, f), fn) for f, fn in a_funcs}
+    only_a = sorted(f"{fn} ({f})" for f, fn in a_funcs - b_funcs)
+    only_b = sorted(f"{fn} ({f})" for f, fn in b_funcs - a_funcs)
+    if only_a or only_b:
+        parts = []
+        if only_a:
+            parts.append("only A calls tl from " + _few(only_a))
+        if only_b:
+            parts.append("only B calls tl from " + _few(only_b))
+        out.append("A and B ran different code: " + "; ".join(parts))
+    return out
+
+
+def _few(names: list[str], n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _busy(a: Summary, b: Summary) -> list[Change]:
@@ -162,30 +265,44 @@ def _busy(a: Summary, b: Summary) -> list[Change]:
     return out
 
 
-def _lines(a: Summary, b: Summary) -> list[LineChange]:
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for side, summary in (("a", a), ("b", b)):
-        for stall in summary.stall_by_line:
-            loc = stall.loc or SourceLoc("<unknown>", 0, "")
-            row = rows.setdefault(
-                (loc.file, loc.line),
-                {"function": loc.function, "a": 0, "b": 0, "a_waits": 0, "b_waits": 0},
-            )
-            row[side] += stall.stall_cycles
-            row[f"{side}_waits"] += stall.waits
-    out = [
-        LineChange(
-            file,
-            line,
-            row["function"],
-            Change(f"{file}:{line}", row["a"], row["b"], "cycles", LOWER),
-            row["a_waits"],
-            row["b_waits"],
+def _lines(a: Summary, b: Summary, lines: LineMap | None, better: str) -> list[LineChange]:
+    """Stall rows of both runs, B's lines matched to A's through ``lines`` (or by place)."""
+    unknown = SourceLoc("<unknown>", 0, "")
+    # Key: (A file, A line, B file, B line); either half None for a line one run lacks.
+    rows: dict[tuple, dict[str, Any]] = {}
+
+    def row(key: tuple, function: str) -> dict[str, Any]:
+        return rows.setdefault(
+            key, {"function": function, "a": 0, "b": 0, "a_waits": 0, "b_waits": 0}
         )
-        for (file, line), row in rows.items()
-    ]
+
+    for stall in a.stall_by_line:
+        loc = stall.loc or unknown
+        there = (loc.file, loc.line) if lines is None else lines.b_line(loc.file, loc.line)
+        r = row((loc.file, loc.line, *(there or (None, None))), loc.function)
+        r["a"] += stall.stall_cycles
+        r["a_waits"] += stall.waits
+    for stall in b.stall_by_line:
+        loc = stall.loc or unknown
+        here = (loc.file, loc.line) if lines is None else lines.a_line(loc.file, loc.line)
+        r = row((*(here or (None, None)), loc.file, loc.line), loc.function)
+        r["function"] = loc.function or r["function"]
+        r["b"] += stall.stall_cycles
+        r["b_waits"] += stall.waits
+    out = []
+    for (af, al, bf, bl), r in rows.items():
+        change = Change(
+            f"{af}:{al}" if af is not None else f"{bf}:{bl}", r["a"], r["b"], "cycles", better
+        )
+        out.append(LineChange(af, al, r["function"], change, r["a_waits"], r["b_waits"], bf, bl))
     # Largest stall in either run first; then by place, for a stable order.
-    out.sort(key=lambda r: (-max(r.stall.a or 0, r.stall.b or 0), r.file, r.line))
+    out.sort(
+        key=lambda r: (
+            -max(r.stall.a or 0, r.stall.b or 0),
+            r.file or r.b_file or "",
+            r.line or r.b_line or 0,
+        )
+    )
     return out
 
 
@@ -205,50 +322,68 @@ def _change_json(change: Change) -> dict[str, Any]:
     }
 
 
+def _loc_json(loc: SourceLoc | None) -> dict[str, Any] | None:
+    return None if loc is None else {"file": loc.file, "line": loc.line, "function": loc.function}
+
+
 def _finding_json(f: Finding) -> dict[str, Any]:
     return {
         "id": f.id,
+        "line_id": f.line_id,
         "rule": f.rule,
         "title": f.title,
         "pe": f.pe,
-        "cycles": f.saving,
+        "loc": _loc_json(f.loc),
+        "saving": f.saving,
+        "share": f.share,
         "message": f.message,
     }
 
 
-def _run_json(path: str, s: Summary) -> dict[str, Any]:
+def _run_json(path: str, s: Summary, incomplete: str | None) -> dict[str, Any]:
     return {
         "trace": path,
         "kernel": s.kernel,
         "status": s.status,
+        "complete": incomplete is None,
+        "incomplete": incomplete,
         "events": s.n_events,
         "end_time": s.end_time,
     }
 
 
 def to_json(diff: RunDiff, a_path: str, b_path: str) -> dict[str, Any]:
-    """The diff as a ``kbdebug.diff/1`` document.
+    """The diff as a ``kbdebug.diff/2`` document.
 
     ::
 
         {
-          "schema": "kbdebug.diff/1",
-          "a": {"trace", "kernel", "status", "events", "end_time"}, "b": {...},
+          "schema": "kbdebug.diff/2",
+          "a": {"trace", "kernel", "status", "complete": bool,
+                "incomplete": str | null,     # why the run did not complete
+                "events", "end_time"}, "b": {...},
+          "comparable": bool,                 # both completed: verdicts are given
+          "warnings": [str],                  # e.g. A and B ran different kernels
           "headline": [change], "busy": [change],
           "findings": {"added": [finding], "removed": [finding], "kept": [id]},
-          "stall_by_line": [{"file", "line", "function", "a_waits", "b_waits",
-                             **change}],
-          "regression": bool, "regressions": [str]
+          "stall_by_line": [{"file", "line",          # A's place (null: only in B)
+                             "b_file", "b_line",      # B's place (null: only in A)
+                             "where",                 # "qk.py:28 → qk.py:29"
+                             "function", "a_waits", "b_waits", **change}],
+          "regression": bool, "regressions": [str]    # "B did not complete: ..."
         }
 
     where a change is ``{"name", "a", "b", "delta", "percent", "unit", "better",
-    "verdict"}`` (numbers or null) and a finding ``{"id", "rule", "title", "pe",
-    "cycles", "message"}``.
+    "verdict"}`` (numbers or null; verdict "" when either run did not complete), and
+    a finding ``{"id", "line_id", "rule", "title", "pe", "loc", "saving", "share",
+    "message"}``, matched by ``id`` (edit-proof).
     """
     return {
         "schema": SCHEMA,
-        "a": _run_json(a_path, diff.a),
-        "b": _run_json(b_path, diff.b),
+        "a": _run_json(a_path, diff.a, diff.a_incomplete),
+        "b": _run_json(b_path, diff.b, diff.b_incomplete),
+        "comparable": diff.comparable,
+        "warnings": list(diff.warnings),
         "headline": [_change_json(c) for c in diff.headline],
         "busy": [_change_json(c) for c in diff.busy],
         "findings": {
@@ -260,6 +395,9 @@ def to_json(diff: RunDiff, a_path: str, b_path: str) -> dict[str, Any]:
             {
                 "file": row.file,
                 "line": row.line,
+                "b_file": row.b_file,
+                "b_line": row.b_line,
+                "where": row.where,
                 "function": row.function,
                 "a_waits": row.a_waits,
                 "b_waits": row.b_waits,
