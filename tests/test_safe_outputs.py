@@ -268,7 +268,8 @@ def test_ctrl_c_or_sigterm_ends_the_trace_interrupted_and_keeps_out(sig, tmp_pat
     assert trace.footer["status"] == "interrupted"
     assert trace.footer["events"] == len(trace.events) > 1000
     assert main(["report", str(partial)]) == 0
-    assert "status: INTERRUPTED: interrupted by" in capsys.readouterr().out
+    report = capsys.readouterr().out
+    assert "status: INTERRUPTED" in report and f"interrupted by {sig.name}" in report
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -321,3 +322,24 @@ def test_export_to_a_full_disk_is_one_line_and_leaves_the_previous_json(
     assert out.read_bytes() == before
     assert leftovers(tmp_path) == []
     assert run_kbdebug("export", str(trace), "-o", "/dev/full").returncode == 1
+
+
+def test_a_signal_while_the_writer_writes_waits_for_the_write_to_end():
+    # Raised mid-write, the KeyboardInterrupt could write a record twice: the trace
+    # would then fail its footer's event count.
+    from kbdebug.commands.run import _stopped_by_signals
+
+    class Writer:
+        writing = True
+
+    writer, reached = Writer(), []
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+        with _stopped_by_signals(writer):
+            signal.raise_signal(signal.SIGINT)
+            time.sleep(0.05)
+            reached.append("after the signal, still writing")
+            writer.writing = False
+            time.sleep(2)  # the retry (10 ms) raises here
+            reached.append("never")
+    assert reached == ["after the signal, still writing"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
