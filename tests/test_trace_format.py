@@ -298,8 +298,24 @@ def test_channel_outside_the_channel_table_is_rejected():
 
 
 def test_int_beyond_int64_is_rejected():
-    error = error_of(forged([Kind.WAIT_END, 0, 0, 1, 2**63]))
-    assert "WAIT_END stalled" in str(error) and "int64" in str(error)
+    error = error_of(forged([0, "op"], [Kind.ISSUE, 0, 0, 0, 0, -1, 2**63, 0, [], 0, False, -1]))
+    assert "ISSUE addr" in str(error) and "int64" in str(error)
+
+
+def test_cycles_past_2_to_the_53_are_refused_as_implausible():
+    error = error_of(forged([Kind.WAIT_END, 0, 0, 1, 2**53 + 1]))
+    assert "WAIT_END stalled 9007199254740993 is outside 0..9007199254740992 cycles" in str(error)
+    error = error_of(forged([Kind.KERNEL_END, 2**53 + 1, 0]))
+    assert "past the 9007199254740992-cycle limit" in str(error)
+
+
+def test_ids_beyond_what_the_file_can_hold_are_refused_before_anything_is_sized_by_them():
+    for cmd in (50_000_000, 10**18, 2**63 - 1):
+        error = error_of(forged([Kind.COMPLETE, 0, 0, cmd, -1]))
+        assert "event 0 at byte" in str(error)
+        assert f"COMPLETE cmd {cmd} is not a possible id" in str(error)
+    error = error_of(forged([Kind.WAIT_BEGIN, 0, 0, -5, -1]))
+    assert "WAIT_BEGIN future -5 is negative" in str(error)
 
 
 def test_header_channel_ids_must_be_their_positions():

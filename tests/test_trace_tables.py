@@ -163,14 +163,17 @@ def forged(*records) -> bytes:
     return pack_objects(header_record(), *records, footer_record(events, end_time=99))
 
 
-def test_times_past_the_int64_range_fail_as_read_trace_fails(tmp_path):
-    # No footer: nothing stops the read before the end, where the time is checked.
-    data = pack_objects(header_record(), [Kind.KERNEL_END, 2**63 - 1, 0], [Kind.KERNEL_END, 9, 1])
-    assert "exceeds the int64 range" in outcome(read_trace_tables, data)[1]
+def test_times_past_the_cycle_limit_fail_as_read_trace_fails(tmp_path):
+    # Each delta is in range; their sum is not (and would wrap an int64).
+    data = pack_objects(
+        header_record(), [Kind.KERNEL_END, 2**53, 0], [Kind.KERNEL_END, 2**53, 1], footer_record(2)
+    )
+    assert "event 1 at byte" in outcome(read_trace_tables, data)[1]
+    assert "past the 9007199254740992-cycle limit" in outcome(read_trace_tables, data)[1]
     same_as_read_trace(data)
     path = tmp_path / "overflow.kbt"
     path.write_bytes(data)
-    with pytest.raises(TraceFormatError, match="exceeds the int64 range"):
+    with pytest.raises(TraceFormatError, match="cycle limit"):
         Replay.open(path)
 
 

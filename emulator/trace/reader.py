@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import gc
 import os
+import reprlib
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -21,6 +24,7 @@ from emulator.trace.schema import CHANNEL_KINDS, FIELDS, STATUSES, Kind, SourceL
 __all__ = ["EventTables", "Trace", "TraceFormatError", "read_trace", "read_trace_tables"]
 
 INT64_MAX = 2**63 - 1
+MAX_CYCLES = wire.MAX_CYCLES
 # Bytes handed to the unpacker at a time; progress is reported once per chunk. A
 # chunk's records (some 6,000) fit in the caches and in the memory the allocator kept
 # from the chunk before: with a megabyte, each chunk's hundred thousand records
@@ -49,6 +53,7 @@ class Trace:
     footer: dict[str, Any] | None
     truncated: bool  # the footer is missing: the writer was killed or never ended
     truncated_at: int | None  # byte offset where the whole records end, if truncated
+    source: str = "<trace>"  # the path read, or "<bytes>": for errors found later
 
     def decode(self, i: int) -> tuple[Any, ...]:
         """Event ``i`` as ``(Kind, time, pe, *fields)`` with strings, locs and shapes resolved."""
@@ -167,8 +172,9 @@ def read_trace(
     Raises TraceFormatError (a ValueError) for anything that is not a valid
     trace, OSError if the file cannot be read.
     """
-    name, data = _load(source)
-    return _parse(_Parser(name, data, progress, on_batch, keep_events))
+    name, chunks = _open(source)
+    with chunks:
+        return _parse(_Parser(name, chunks, progress, on_batch, keep_events))
 
 
 def read_trace_tables(
@@ -193,16 +199,88 @@ def read_trace_tables(
     Raises TraceFormatError (a ValueError) for anything that is not a valid
     trace, OSError if the file cannot be read.
     """
-    name, data = _load(source)
-    return _parse(_Parser(name, data, progress, on_tables=on_tables))
+    name, chunks = _open(source)
+    with chunks:
+        return _parse(_Parser(name, chunks, progress, on_tables=on_tables))
 
 
-def _load(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> tuple[str, bytes]:
-    """The name to give in errors and the bytes of a trace given by path or by its bytes."""
+class _Chunks:
+    """The bytes of a trace, read a chunk at a time: ``total`` bytes at most, fewer if the
+    file ends early (it shrank while being read)."""
+
+    def __init__(
+        self, read: Callable[[int], bytes | memoryview], total: int, close: Callable[[], None]
+    ):
+        self.read = read
+        self.total = total
+        self.close = close
+
+    def __enter__(self) -> _Chunks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_FILE_TYPES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def open_trace_file(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Open ``path`` for reading as a trace: ``(fd, size)`` of a regular file.
+
+    Opened non-blocking, so a FIFO without a writer cannot hang the caller, and then
+    refused, as is anything else that is not a regular file (a device such as
+    /dev/zero would be read until memory runs out): TraceFormatError naming what it
+    is. A loop of symbolic links is a TraceFormatError too; other failures to open
+    are OSError.
+    """
+    name = os.fspath(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(name, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise TraceFormatError(
+                "a loop of symbolic links, not a trace file", source=name
+            ) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = next((what for test, what in _FILE_TYPES if test(info.st_mode)), "special")
+            raise TraceFormatError(f"is {what}, not a trace file", source=name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def _open(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> tuple[str, _Chunks]:
+    """The name to give in errors and the chunks of a trace given by path or by its bytes.
+
+    A file is streamed, never read whole: a bad one fails at its first bad record.
+    """
     if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as f:
-            return os.fspath(source), f.read()
-    return "<bytes>", bytes(source)
+        fd, size = open_trace_file(source)
+        return os.fspath(source), _Chunks(
+            functools.partial(os.read, fd), size, functools.partial(os.close, fd)
+        )
+    view = memoryview(bytes(source))
+    done = 0
+
+    def read(n: int) -> memoryview:
+        nonlocal done
+        chunk = view[done : done + n]
+        done += len(chunk)
+        return chunk
+
+    return "<bytes>", _Chunks(read, len(view), view.release)
 
 
 def _parse(parser: _Parser) -> Trace:
@@ -217,20 +295,44 @@ def _parse(parser: _Parser) -> Trace:
             gc.enable()
 
 
+# The range of each int field, by name (see _field_rules); the rest are "int64".
+_INT_RANGES = {
+    "channel": "channel",
+    "dst_pe": "pe",
+    "src_pe": "pe",
+    "cmd": "id",
+    "future": "id",
+    "addr": "addr",
+    "nbytes": "count",
+    "in_use": "count",
+    "buffer": "count",
+    "stalled": "cycles",
+}
+# Kinds whose future is -1 when there is none: commands that return nothing waitable,
+# a PE deadlocked on its outstanding commands rather than on a future.
+_FUTURE_OR_NONE = (Kind.ISSUE, Kind.COMPLETE, Kind.DEADLOCK, Kind.HOST_READ)
+
+
 def _field_rules() -> dict[int, tuple[tuple[str, type, str | None], ...]]:
     """Per kind, how each item after the kind is checked: (name, wire type, range).
 
     Ranges: "time" (a delta, >= 0), "int64" (at most 2**63 - 1: replay keeps ints
-    in int64 columns), "pe" (a PE of the mesh), "channel" (an entry of the header's
-    channel table), "string" / "loc" (an id defined by an earlier record; loc -1
-    is None), "shape" (a list of non-negative int64s).
+    in int64 columns), "count" (0 to 2**63 - 1), "addr" (-1 for none, or a count),
+    "cycles" (0 to MAX_CYCLES), "pe" (a PE of the mesh), "channel" (an entry of the
+    header's channel table), "string" / "loc" (an id defined by an earlier record; loc
+    -1 is None), "shape" (a list of non-negative int64s), "id" / "id_or_none" (a
+    command or future id, -1 allowed for the second: ids count up from 0 with the
+    commands issued, each of which has an ISSUE event, so an id is below the number
+    of events the file can hold; replay sizes its tables by the largest id).
     """
     rules = {}
     for kind, fields in FIELDS.items():
         items: list[tuple[str, type, str | None]] = [("time", int, "time"), ("pe", int, "pe")]
         for name, tag in fields:
             if tag == "int":
-                range_ = {"channel": "channel", "dst_pe": "pe", "src_pe": "pe"}.get(name, "int64")
+                range_ = _INT_RANGES.get(name, "int64")
+                if name == "future" and kind in _FUTURE_OR_NONE:
+                    range_ = "id_or_none"
                 items.append((name, int, range_))
             elif tag == "bool":
                 items.append((name, bool, None))
@@ -248,7 +350,12 @@ _RULES = _field_rules()
 
 _RANGE_TESTS = {
     "time": "0 <= {v}",
-    "int64": "{v} <= INT64_MAX",
+    "int64": "-INT64_MAX - 1 <= {v} <= INT64_MAX",
+    "count": "0 <= {v} <= INT64_MAX",
+    "addr": "-1 <= {v} <= INT64_MAX",
+    "cycles": "0 <= {v} <= MAX_CYCLES",
+    "id": "0 <= {v} <= max_id",
+    "id_or_none": "-1 <= {v} <= max_id",
     "pe": "0 <= {v} < n_pes",
     "channel": "0 <= {v} < n_channels",
     "string": "0 <= {v} < n_strings",
@@ -267,7 +374,7 @@ def _is_shape(value: list[Any]) -> bool:
 def _compile_checks(
     array: type = list, ranges: bool = True
 ) -> Callable[..., tuple[dict[int, Callable[[Any], bool]], Callable[[int, int], None]]]:
-    """Compile, from _RULES, ``make_checks(n_pes, n_channels)`` returning per kind a
+    """Compile, from _RULES, ``make_checks(n_pes, n_channels, max_id)`` returning per kind a
     ``check(record) -> bool`` that is True for a valid event record, and
     ``defined(n_strings, n_locs)`` to call whenever a string or loc is defined.
 
@@ -282,7 +389,7 @@ def _compile_checks(
     and shapes only, leaving the other ranges to _out_of_range.
     """
     lines = [
-        "def make_checks(n_pes, n_channels):",
+        "def make_checks(n_pes, n_channels, max_id):",
         "    n_strings = n_locs = 0",
         "    def defined(strings, locs):",
         "        nonlocal n_strings, n_locs",
@@ -301,25 +408,30 @@ def _compile_checks(
         lines.append(f"        return {' and '.join(terms)}")
         lines.append(f"    checks[{code}] = check_{Kind(code).name}")
     lines.append("    return checks, defined")
-    namespace = {"INT64_MAX": INT64_MAX, "is_shape": _is_shape}
+    namespace = {"INT64_MAX": INT64_MAX, "MAX_CYCLES": MAX_CYCLES, "is_shape": _is_shape}
     exec("\n".join(lines), namespace)
     return namespace["make_checks"]
 
 
 _make_checks = _compile_checks()
 # The fast path's checks, of types and shapes only: the same whatever the header says.
-_TYPE_CHECKS, _ = _compile_checks(tuple, ranges=False)(0, 0)
+_TYPE_CHECKS, _ = _compile_checks(tuple, ranges=False)(0, 0, 0)
 
 
 @functools.lru_cache(maxsize=8)
 def _range_rows(
-    n_pes: int, n_channels: int, n_strings: int, n_locs: int
+    n_pes: int, n_channels: int, n_strings: int, n_locs: int, max_id: int
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per kind, the lowest and highest value of each item of its records as rows of
     EventTables (the time item being the delta, as in the file). Not to be modified:
     the same arrays serve every batch read with the same ranges."""
     bounds: dict[str | None, tuple[int, int]] = {
-        "time": (0, INT64_MAX),
+        "time": (0, MAX_CYCLES),
+        "count": (0, INT64_MAX),
+        "addr": (-1, INT64_MAX),
+        "cycles": (0, MAX_CYCLES),
+        "id": (0, max_id),
+        "id_or_none": (-1, max_id),
         "pe": (0, n_pes - 1),
         "channel": (0, n_channels - 1),
         "string": (0, n_strings - 1),
@@ -355,14 +467,14 @@ class _Parser:
     def __init__(
         self,
         name: str,
-        data: bytes,
+        chunks: _Chunks,
         progress: Callable[[int, int], None] | None,
         on_batch: Callable[[list[list[Any]]], None] | None = None,
         keep_events: bool = True,
         on_tables: Callable[[EventTables], None] | None = None,
     ):
         self.name = name
-        self.data = data
+        self.chunks = chunks
         self.progress = progress
         self.on_batch = on_batch
         self.keep_events = keep_events
@@ -392,9 +504,13 @@ class _Parser:
         self.footer: dict[str, Any] | None = None
         self.n_pes = 0
         self.n_channels = 0
+        # The largest command or future id the file can hold: ids count up from 0, one
+        # per command, and each command has an ISSUE event. The index sizes its tables by
+        # the largest id, so an absurd one must be refused here, before it allocates.
+        self.max_id = chunks.total // wire.MIN_EVENT_BYTES
         # Per event kind, check(record) -> bool, and defined(n_strings, n_locs) to tell
         # them the ids defined so far; made again once the header gives the ranges.
-        self.checks, self.defined = _make_checks(self.n_pes, self.n_channels)
+        self.checks, self.defined = _make_checks(self.n_pes, self.n_channels, self.max_id)
 
     @property
     def event_records(self) -> int:
@@ -428,42 +544,50 @@ class _Parser:
         ) from None
 
     def parse(self) -> Trace:
-        data = self.data
-        total = len(data)
+        total = self.chunks.total
+        read = self.chunks.read
         unpacker = self.unpacker()
-        view = memoryview(data)
         fed = 0  # end of the bytes handed to the unpacker
         pos = 0  # end of the last whole object
-        try:
-            while True:
-                fast = self.fast
-                pos = self.consume(unpacker, pos)
-                self.hand_over()
-                if self.footer is not None:
-                    break
-                if self.fast != fast:
-                    # The fast path takes over after the header, or gives up: either
-                    # way, read on from pos with the other kind of unpacker.
-                    unpacker = self.unpacker()
-                    fed = self.base = pos
-                elif fed == total:
-                    break
-                # Never hand the unpacker more than MAX_RECORD_BYTES past the last whole
-                # object, so one huge object fails here instead of growing the buffer.
-                room = pos + wire.MAX_RECORD_BYTES - fed
-                if room <= 0:
-                    self.fail(
-                        f"record larger than the {wire.MAX_RECORD_BYTES}-byte limit",
-                        pos,
-                        self.event_records if self.version is not None else None,
-                    )
-                take = min(CHUNK_BYTES, room, total - fed)
-                unpacker.feed(view[fed : fed + take])
-                fed += take
-                if self.progress is not None:
-                    self.progress(pos, total)
-        finally:
-            view.release()
+        # The fast path may give up and read a chunk again: the bytes fed since the
+        # last whole object are kept for that (never more than MAX_RECORD_BYTES).
+        kept = bytearray()
+        while True:
+            fast = self.fast
+            pos = self.consume(unpacker, pos)
+            self.hand_over()
+            if self.footer is not None:
+                break
+            del kept[: pos - (fed - len(kept))]
+            if self.fast != fast:
+                # The fast path takes over after the header, or gives up: either
+                # way, read on from pos with the other kind of unpacker, handing it
+                # again the bytes fed past pos.
+                unpacker = self.unpacker()
+                self.base = pos
+                if kept:
+                    unpacker.feed(kept)
+                continue
+            if fed == total:
+                break
+            # Never hand the unpacker more than MAX_RECORD_BYTES past the last whole
+            # object, so one huge object fails here instead of growing the buffer.
+            room = pos + wire.MAX_RECORD_BYTES - fed
+            if room <= 0:
+                self.fail(
+                    f"record larger than the {wire.MAX_RECORD_BYTES}-byte limit",
+                    pos,
+                    self.event_records if self.version is not None else None,
+                )
+            chunk = read(min(CHUNK_BYTES, room, total - fed))
+            if not chunk:
+                total = fed  # the file shrank while being read: it ends here
+                continue
+            unpacker.feed(chunk)
+            kept += chunk
+            fed += len(chunk)
+            if self.progress is not None:
+                self.progress(pos, total)
         if self.footer is not None and pos < total:
             self.fail("trailing bytes after the footer", pos)
         if self.time > INT64_MAX:
@@ -480,6 +604,7 @@ class _Parser:
             footer=self.footer,
             truncated=self.footer is None,
             truncated_at=None if self.footer is not None else pos,
+            source=self.name,
         )
 
     def unpacker(self) -> msgpack.Unpacker:
@@ -531,6 +656,7 @@ class _Parser:
         checks = self.checks
         append = self.events.append
         time = self.time
+        index = self.event_records
         try:
             for record in unpacker:
                 start = pos
@@ -545,13 +671,21 @@ class _Parser:
                     self.time = time
                     record = self.other_record(record, start)
                     time = self.time
+                    index = self.event_records
                     if record is None:
                         if self.footer is not None:
                             break
                         continue
                 time += record[1]
+                if time > MAX_CYCLES:
+                    self.fail(
+                        f"time {time} is past the {MAX_CYCLES}-cycle limit (implausible)",
+                        start,
+                        index,
+                    )
                 record[1] = time
                 append(record)
+                index += 1
         finally:
             self.time = time
             # Where a msgpack error surfaces: the start of the object being unpacked.
@@ -644,7 +778,9 @@ class _Parser:
             tables = EventTables.from_records(batch)
         except OverflowError:
             return None
-        ranges = _range_rows(self.n_pes, self.n_channels, len(self.strings), len(self.locs))
+        ranges = _range_rows(
+            self.n_pes, self.n_channels, len(self.strings), len(self.locs), self.max_id
+        )
         for kind, (at, rows) in tables.tables.items():
             if _out_of_range(rows, *ranges[kind]):
                 return None
@@ -663,7 +799,7 @@ class _Parser:
         np.cumsum(times, out=times)
         times += self.time
         # Times past the int64 range wrap around, and so go back.
-        if times[0] < self.time or (times[1:] < times[:-1]).any():
+        if times[0] < self.time or (times[1:] < times[:-1]).any() or times[-1] > MAX_CYCLES:
             return None
         for at, rows in tables.tables.values():
             rows[:, 1] = times[at]
@@ -730,8 +866,27 @@ class _Parser:
         """What is wrong with a field ``value`` checked against ``range_`` (see _RULES)."""
         if range_ == "time" and value < 0:
             return f"goes back by {-value} cycles"
-        if range_ == "int64" and value > INT64_MAX:
-            return f"{value} exceeds the int64 range"
+        if range_ == "time" and value > MAX_CYCLES:
+            return f"{value} is past the {MAX_CYCLES}-cycle limit (implausible)"
+        if range_ in ("int64", "count", "addr", "id", "id_or_none") and not (
+            -INT64_MAX - 1 <= value <= INT64_MAX
+        ):
+            return f"{_brief(value)} exceeds the int64 range"
+        if range_ == "count" and value < 0:
+            return f"{value} is negative"
+        if range_ == "addr" and value < -1:
+            return f"{value} is neither an address nor -1"
+        if range_ == "cycles" and not 0 <= value <= MAX_CYCLES:
+            return f"{_brief(value)} is outside 0..{MAX_CYCLES} cycles"
+        if range_ == "id" and value < 0:
+            return f"{value} is negative (no such id)"
+        if range_ == "id_or_none" and value < -1:
+            return f"{value} is neither an id nor -1 (none)"
+        if range_ in ("id", "id_or_none") and value > self.max_id:
+            return (
+                f"{value} is not a possible id: ids count up from 0, one per command issued,"
+                f" and {self.chunks.total} bytes hold at most {self.max_id + 1:,} events"
+            )
         if range_ == "pe" and not 0 <= value < self.n_pes:
             return f"{value} is outside the mesh of {self.n_pes} PEs"
         if range_ == "channel" and not 0 <= value < self.n_channels:
@@ -751,6 +906,8 @@ class _Parser:
         if record[1] < 0:
             self.fail(f"event of unknown kind {record[0]} goes back in time", start)
         self.time += record[1]
+        if self.time > MAX_CYCLES:
+            self.fail(f"time {self.time} is past the {MAX_CYCLES}-cycle limit", start)
         self.skipped += 1
 
     def define_string(self, record: list[Any], start: int) -> None:
@@ -782,9 +939,7 @@ class _Parser:
         if not 0 <= lid < n:
             self.fail(f"loc caller definition for loc id {lid}, not defined yet", start)
         if not 0 <= cid < lid:
-            self.fail(
-                f"loc {lid}'s caller is loc id {cid}, not a loc defined before it", start
-            )
+            self.fail(f"loc {lid}'s caller is loc id {cid}, not a loc defined before it", start)
         if self.locs[lid].caller is not None:
             self.fail(f"loc {lid} is given a caller twice", start)
         self.locs[lid] = self.locs[lid]._replace(caller=self.locs[cid])
@@ -795,7 +950,7 @@ class _Parser:
         self.check_text_size(record[1], wire.MAX_STRING_BYTES, "source file name", start)
         self.check_text_size(record[2], wire.MAX_SOURCE_BYTES, "source text", start)
         if record[1] in self.sources:
-            self.fail(f"source of {record[1]!r} embedded twice", start)
+            self.fail(f"source of {_brief(record[1])} embedded twice", start)
         self.sources[record[1]] = record[2]
 
     def check_text_size(self, text: str, limit: int, what: str, start: int) -> None:
@@ -816,7 +971,7 @@ class _Parser:
             or len(version) != 2
             or any(type(v) is not int or v < 0 for v in version)
         ):
-            self.fail(f"header version must be [major, minor], got {version!r}", start)
+            self.fail(f"header version must be [major, minor], got {_brief(version)}", start)
         major, minor = version
         ours_major, ours_minor = wire.FORMAT_VERSION
         if major > ours_major:
@@ -837,7 +992,7 @@ class _Parser:
             self.fail("header config must be a map", start)
         mesh = header["mesh"]
         if type(mesh) is not list or len(mesh) != 2 or any(type(v) is not int for v in mesh):
-            self.fail(f"header mesh must be [rows, cols], got {mesh!r}", start)
+            self.fail(f"header mesh must be [rows, cols], got {_brief(mesh)}", start)
         rows, cols = mesh
         if rows < 1 or cols < 1 or rows * cols > wire.MAX_PES:
             self.fail(f"header mesh {rows}x{cols} is outside 1..{wire.MAX_PES} PEs", start)
@@ -846,7 +1001,7 @@ class _Parser:
         self.read_launch(header["launch"], start)
         self.header = header
         self.version = (major, minor)
-        self.checks, self.defined = _make_checks(self.n_pes, self.n_channels)
+        self.checks, self.defined = _make_checks(self.n_pes, self.n_channels, self.max_id)
         self.fast = self.on_tables is not None and not self.lenient
 
     def read_channels(self, channels: Any, start: int) -> None:
@@ -857,15 +1012,15 @@ class _Parser:
             if not isinstance(channel, dict):
                 problem = "is not a map"
             elif channel.get("id") != i or type(channel.get("id")) is not int:
-                problem = f"has id {channel.get('id')!r}, expected its position {i}"
+                problem = f"has id {_brief(channel.get('id'))}, expected its position {i}"
             elif type(channel.get("pe")) is not int or not 0 <= channel["pe"] < self.n_pes:
-                problem = f"has pe {channel.get('pe')!r} outside the mesh"
+                problem = f"has pe {_brief(channel.get('pe'))} outside the mesh"
             elif channel.get("kind") not in CHANNEL_KINDS and not (
                 self.lenient and isinstance(channel.get("kind"), str)
             ):
-                problem = f"has kind {channel.get('kind')!r}, not one of {CHANNEL_KINDS}"
+                problem = f"has kind {_brief(channel.get('kind'))}, not one of {CHANNEL_KINDS}"
             elif type(channel.get("index")) is not int or channel["index"] < 0:
-                problem = f"has index {channel.get('index')!r}"
+                problem = f"has index {_brief(channel.get('index'))}"
             elif not isinstance(channel.get("name"), str):
                 problem = "has no str name"
             if problem is not None:
@@ -889,15 +1044,17 @@ class _Parser:
     def read_footer(self, footer: dict[str, Any], start: int) -> None:
         status = footer.get("status")
         if status not in STATUSES:
-            self.fail(f"footer status {status!r} is not one of {STATUSES}", start)
+            self.fail(f"footer status {_brief(status)} is not one of {STATUSES}", start)
         count = footer.get("events")
         if type(count) is not int or count != self.event_records:
-            self.fail(f"footer says {count!r} events, the trace has {self.event_records}", start)
-        end_time = footer.get("end_time")
-        if type(end_time) is not int or not self.time <= end_time <= INT64_MAX:
             self.fail(
-                f"footer end_time {end_time!r} must be an int from the last event's time"
-                f" ({self.time}) to 2**63 - 1",
+                f"footer says {_brief(count)} events, the trace has {self.event_records}", start
+            )
+        end_time = footer.get("end_time")
+        if type(end_time) is not int or not self.time <= end_time <= MAX_CYCLES:
+            self.fail(
+                f"footer end_time {_brief(end_time)} must be an int from the last event's time"
+                f" ({self.time}) to {MAX_CYCLES}",
                 start,
             )
         error = footer.get("error")
@@ -923,8 +1080,23 @@ class _Parser:
         }
 
 
+def _brief_repr() -> reprlib.Repr:
+    brief = reprlib.Repr()
+    brief.maxlevel = 3
+    brief.maxstring = brief.maxother = 40
+    brief.maxlong = 24
+    return brief
+
+
+_BRIEF = _brief_repr()
+
+
+def _brief(value: Any) -> str:
+    """A repr of ``value`` for an error message: bounded in length and nesting (a value
+    nested a thousand deep must not exhaust the stack), control characters escaped."""
+    text = _BRIEF.repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{type(value).__name__} {text}"
+    return f"{type(value).__name__} {_brief(value)}"

@@ -36,3 +36,11 @@ MAX_RECORD_BYTES = 32 * 1024 * 1024  # bytes of any one msgpack object: header, 
 MAX_ARRAY_LEN = 65536  # elements of any array (a record, a shape, the channel table)
 MAX_MAP_LEN = 4096  # entries of any map (header, config, footer, a channel)
 MAX_PES = 65536  # rows * cols of the mesh
+# The smallest event record: a fixarray header, kind, dt and pe of one byte each. A
+# file of n bytes holds at most n // MIN_EVENT_BYTES events, so command and future
+# ids (one per command, each with an ISSUE event) are refused past that.
+MIN_EVENT_BYTES = 4
+# Any time or cycle count (an event's absolute time, a stall, the footer's end_time)
+# beyond 2**53 cycles (104 days at 1 GHz) is refused as implausible: every cycle value
+# then converts to a float64 exactly, and a sum of up to 1024 of them fits in an int64.
+MAX_CYCLES = 2**53

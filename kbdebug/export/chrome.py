@@ -109,15 +109,25 @@ class ExportStats:
 
 
 def clock_mhz(header: dict[str, Any]) -> float | None:
-    """The clock a trace's header configures, in MHz (None if it names none)."""
+    """The clock a trace's header configures, in MHz (None if it names none, or one
+    outside CLOCK_RANGE_MHZ: a trace is untrusted, and 1e-300 MHz would put cycles
+    past the int64 nanoseconds)."""
     config = header.get("config") or {}
+    if not isinstance(config, dict):
+        return None
+    low, high = CLOCK_RANGE_MHZ
     for key, scale in (("clock_mhz", 1.0), ("clock_ghz", 1000.0)):
         value = config.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             mhz = float(value) * scale
-            if math.isfinite(mhz) and mhz > 0:
+            if math.isfinite(mhz) and low <= mhz <= high:
                 return mhz
     return None
+
+
+#: Clocks a header may name, in MHz: any cycle the reader accepts (<= 2**53) is then
+#: at most 9.0e18 ns, inside the int64 range.
+CLOCK_RANGE_MHZ = (1.0, 1e6)
 
 
 def cycles_to_ns(cycles: np.ndarray, mhz: float) -> np.ndarray:

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from emulator.trace import wire
+from emulator.trace.errors import TraceFormatError
 from emulator.trace.reader import EventTables, Trace
 from emulator.trace.schema import FIELDS, Kind, SourceLoc, field_index
 
@@ -228,7 +230,11 @@ _PLACES = {
 # table: addr, shape, dtype, blocking.
 _ISSUE_ONLY = [3 + field_index(Kind.ISSUE, name) for name in ("addr", "shape", "dtype", "blocking")]
 # The smallest event record: a fixarray header, kind, dt and pe of one byte each.
-MIN_EVENT_BYTES = 4
+MIN_EVENT_BYTES = wire.MIN_EVENT_BYTES
+# Columns made room for at once, at most (a file's size allows more on paper): past this
+# they grow by half. Room never written is virtual memory, but a 2 GB file must not
+# reserve 40 GB of it before its first record is read.
+MAX_PRESIZED_EVENTS = 1 << 25
 
 
 class IndexBuilder:
@@ -250,7 +256,7 @@ class IndexBuilder:
     @staticmethod
     def capacity_for(trace_bytes: int) -> int:
         """The most events a trace file of ``trace_bytes`` bytes can hold."""
-        return trace_bytes // MIN_EVENT_BYTES + 1
+        return min(trace_bytes // MIN_EVENT_BYTES + 1, MAX_PRESIZED_EVENTS)
 
     @property
     def count(self) -> int:
@@ -309,10 +315,14 @@ class IndexBuilder:
         """The index, with the header, footer and tables of ``trace`` (its events ignored)."""
         values = {name: column[: self._count] for name, column in self._columns.items()}
         columns = Columns(**values)
+        source = trace.source
+        # Tables are sized by the largest id: bound it before allocating them.
+        _check_ids(columns, source)
         issues = np.concatenate(self._issues) if self._issues else np.empty((0, 5), np.int64)
         self._issues.clear()
-        commands = _commands(columns, issues)
-        futures = _futures(columns, commands)
+        commands = _commands(columns, issues, source)
+        futures = _futures(columns, commands, source)
+        _check_order(columns, commands, futures, source)
         shapes = [shape for shape, _ in sorted(self._shapes.items(), key=lambda kv: kv[1])]
         index = TraceIndex(
             header=trace.header,
@@ -330,28 +340,142 @@ class IndexBuilder:
         return index
 
 
-def _first_at(size: int, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+def _first_at(
+    size: int, keys: np.ndarray, values: np.ndarray, once: str | None = None, source: str = ""
+) -> np.ndarray:
     """An int64 array of ``size`` filled with -1, with ``values`` at ``keys`` (the first
-    value wins where a key repeats; keys outside 0..size-1 are dropped)."""
+    value wins where a key repeats; keys outside 0..size-1 are dropped).
+
+    With ``once`` (``values`` being event indices), a key may not repeat: the emulator
+    issues, grants, waits... each command or future once, so a repeat is a duplicated
+    record, refused with TraceFormatError naming the second event and ``once``.
+    """
     out = np.full(size, NONE, dtype=np.int64)
     ok = (keys >= 0) & (keys < size)
     keys, values = keys[ok], values[ok]
-    keys, first = np.unique(keys, return_index=True)
-    out[keys] = values[first]
+    unique, first = np.unique(keys, return_index=True)
+    if once is not None and len(unique) < len(keys):
+        repeats = np.ones(len(keys), dtype=bool)
+        repeats[first] = False
+        at = int(np.flatnonzero(repeats)[0])
+        earlier = int(values[first[np.searchsorted(unique, keys[at])]])
+        raise TraceFormatError(
+            f"{once} {int(keys[at])} again (first at event {earlier}): a duplicated record",
+            source=source,
+            event_index=int(values[at]),
+        )
+    out[unique] = values[first]
     return out
 
 
-def _events_by(c: Columns, kind: Kind, key: np.ndarray, size: int) -> np.ndarray:
-    """Per id 0..size-1, the first event of ``kind`` whose ``key`` column names it."""
+def _events_by(
+    c: Columns, kind: Kind, key: np.ndarray, size: int, what: str, source: str
+) -> np.ndarray:
+    """Per id 0..size-1, the event of ``kind`` whose ``key`` column names it (what: the
+    id's name for the error a duplicate gets)."""
     where = np.flatnonzero(c.kind == kind)
-    return _first_at(size, key[where], where)
+    return _first_at(size, key[where], where, f"{kind.name} of {what}", source)
 
 
-def _commands(c: Columns, issues: np.ndarray) -> Commands:
+def _check_ids(c: Columns, source: str) -> None:
+    """Refuse a command or future id that is not below the number of events: ids count up
+    from 0, one per command issued, and each command has an ISSUE event."""
+    n = len(c.kind)
+    for column, what in ((c.cmd, "command"), (c.fut, "future")):
+        if n and int(column.max()) >= n:
+            at = int(np.argmax(column >= n))
+            raise TraceFormatError(
+                f"{Kind(int(c.kind[at])).name} names {what} {int(column[at])}, not a possible id:"
+                f" ids count up from 0, one per command, and the trace has {n:,} events",
+                source=source,
+                event_index=at,
+            )
+
+
+_END_KINDS = np.array([Kind.KERNEL_END, Kind.KERNEL_ERROR, Kind.DEADLOCK], dtype=np.int8)
+
+
+def _n_pes(c: Columns) -> int:
+    return int(c.pe.max()) + 1 if len(c.pe) else 0
+
+
+def _refuse_first(bad: np.ndarray, events: np.ndarray, message: str, source: str) -> None:
+    """If any of ``bad`` (a mask over ids), TraceFormatError at the earliest of their
+    ``events``; ``message`` is formatted with ``id`` and the ``row`` of the id."""
+    ids = np.flatnonzero(bad)
+    if len(ids):
+        row = int(ids[np.argmin(events[ids])])
+        raise TraceFormatError(
+            message.format(id=row, row=row), source=source, event_index=int(events[row])
+        )
+
+
+def _check_order(c: Columns, k: Commands, f: Futures, source: str) -> None:
+    """Refuse events of a command or a wait out of the order the emulator records them in
+    (request, grant, release after the issue, in that order; completion after the
+    issue; a wait's end after its begin, having stalled no longer than it lasted), so
+    that no duration computed from them is negative or longer than the run."""
+    issue = k.issue
+    for events, name in (
+        (k.request, "CHAN_REQUEST"),
+        (k.grant, "CHAN_GRANT"),
+        (k.release, "CHAN_RELEASE"),
+        (k.complete, "COMPLETE"),
+    ):
+        _refuse_first(
+            (events >= 0) & ((issue < 0) | (issue > events)),
+            events,
+            name + " of command {id} before (or without) its ISSUE",
+            source,
+        )
+    _refuse_first(
+        (k.grant >= 0) & ((k.request < 0) | (k.request > k.grant)),
+        k.grant,
+        "CHAN_GRANT of command {id} before (or without) its CHAN_REQUEST",
+        source,
+    )
+    _refuse_first(
+        (k.release >= 0) & ((k.grant < 0) | (k.grant > k.release)),
+        k.release,
+        "CHAN_RELEASE of command {id} before (or without) its CHAN_GRANT",
+        source,
+    )
+    ended = f.wait_end >= 0
+    _refuse_first(
+        ended & ((f.wait_begin < 0) | (f.wait_begin > f.wait_end)),
+        f.wait_end,
+        "WAIT_END of future {id} before (or without) its WAIT_BEGIN",
+        source,
+    )
+    starts = np.flatnonzero(c.kind == Kind.KERNEL_START)
+    start = _first_at(
+        _n_pes(c), c.pe[starts].astype(np.int64), starts, "KERNEL_START on PE", source
+    )
+    ends = np.flatnonzero(np.isin(c.kind, _END_KINDS))
+    early = ends[ends < start[c.pe[ends]]]
+    if len(early):
+        raise TraceFormatError(
+            f"{Kind(int(c.kind[early[0]])).name} on PE {int(c.pe[early[0]])} before its"
+            f" KERNEL_START (event {int(start[c.pe[early[0]]])})",
+            source=source,
+            event_index=int(early[0]),
+        )
+    began = np.where(ended, f.wait_begin, 0)
+    lasted = c.time[np.where(ended, f.wait_end, 0)] - c.time[began]
+    _refuse_first(
+        ended & (f.stall > lasted),
+        f.wait_end,
+        "WAIT_END of future {id} stalled longer than the wait lasted",
+        source,
+    )
+
+
+def _commands(c: Columns, issues: np.ndarray, source: str = "<trace>") -> Commands:
     # issues columns: event index, addr, shape id, dtype, blocking
     size = int(c.cmd.max()) + 1 if len(c.cmd) else 0
     where = issues[:, 0]
     cmd = c.cmd[where]
+    _first_at(size, cmd, where, "ISSUE of command", source)  # refuses a command issued twice
     first = np.unique(np.where((cmd >= 0) & (cmd < size), cmd, size), return_index=True)
 
     def by_cmd(values: np.ndarray) -> np.ndarray:
@@ -361,7 +485,7 @@ def _commands(c: Columns, issues: np.ndarray) -> Commands:
         out[keys[keep]] = values[at[keep]]
         return out
 
-    request = _events_by(c, Kind.CHAN_REQUEST, c.cmd, size)
+    request = _events_by(c, Kind.CHAN_REQUEST, c.cmd, size, "command", source)
     channel = np.full(size, NONE, dtype=np.int64)
     has = request >= 0
     channel[has] = c.chan[request[has]]
@@ -378,17 +502,26 @@ def _commands(c: Columns, issues: np.ndarray) -> Commands:
         loc=by_cmd(c.loc[where]),
         channel=channel,
         request=request,
-        grant=_events_by(c, Kind.CHAN_GRANT, c.cmd, size),
-        release=_events_by(c, Kind.CHAN_RELEASE, c.cmd, size),
-        complete=_events_by(c, Kind.COMPLETE, c.cmd, size),
+        grant=_events_by(c, Kind.CHAN_GRANT, c.cmd, size, "command", source),
+        release=_events_by(c, Kind.CHAN_RELEASE, c.cmd, size, "command", source),
+        complete=_events_by(c, Kind.COMPLETE, c.cmd, size, "command", source),
     )
 
 
-def _futures(c: Columns, k: Commands) -> Futures:
+def _futures(c: Columns, k: Commands, source: str = "<trace>") -> Futures:
     ids = np.concatenate([k.future, c.fut])
     size = int(ids.max()) + 1 if len(ids) and ids.max() >= 0 else 0
     with_future = np.flatnonzero(k.future >= 0)
     cmd = _first_at(size, k.future[with_future], with_future)
+    issued = np.bincount(k.future[with_future], minlength=size)
+    if (issued > 1).any():
+        twice = int(np.argmax(issued > 1))
+        issues = np.sort(k.issue[with_future[k.future[with_future] == twice]])
+        raise TraceFormatError(
+            f"ISSUE of future {twice} again (first at event {int(issues[0])}): a duplicated record",
+            source=source,
+            event_index=int(issues[1]),
+        )
     has_cmd = cmd >= 0
 
     def of_cmd(table: np.ndarray) -> np.ndarray:
@@ -397,8 +530,8 @@ def _futures(c: Columns, k: Commands) -> Futures:
         return out
 
     begins = np.flatnonzero(c.kind == Kind.WAIT_BEGIN)
-    wait_begin = _first_at(size, c.fut[begins], begins)
-    wait_end = _events_by(c, Kind.WAIT_END, c.fut, size)
+    wait_begin = _first_at(size, c.fut[begins], begins, "WAIT_BEGIN of future", source)
+    wait_end = _events_by(c, Kind.WAIT_END, c.fut, size, "future", source)
     complete = of_cmd(k.complete)
     stall = np.zeros(size, dtype=np.int64)
     ended = wait_end >= 0

@@ -149,13 +149,11 @@ def hold_cycles(index: TraceIndex) -> np.ndarray:
     return np.where(granted >= 0, released - granted, 0)
 
 
-def channel_busy_cycles(index: TraceIndex) -> np.ndarray:
-    """Per channel id: the sum of its commands' grant-to-release cycles."""
+def channel_busy_cycles(index: TraceIndex) -> list[int]:
+    """Per channel id: the sum of its commands' grant-to-release cycles (exact ints)."""
     cmds = index.commands
     held = cmds.channel >= 0
-    return np.bincount(
-        cmds.channel[held], weights=hold_cycles(index)[held], minlength=len(index.channels)
-    ).astype(np.int64)
+    return exact_sums(cmds.channel[held], hold_cycles(index)[held], len(index.channels))
 
 
 def kernel_spans(index: TraceIndex) -> tuple[np.ndarray, np.ndarray]:
@@ -188,8 +186,8 @@ def pe_efficiency(index: TraceIndex) -> list[PEEfficiency]:
             continue
         reads = [ch["id"] for ch in channels if ch["pe"] == pe and ch["kind"] == "dma_read"]
         compute = [ch["id"] for ch in channels if ch["pe"] == pe and ch["kind"] in COMPUTE_KINDS]
-        dma = int(busy[reads].sum()) // max(len(reads), 1)
-        comp = int(busy[compute].sum())
+        dma = sum(busy[ch] for ch in reads) // max(len(reads), 1)
+        comp = sum(busy[ch] for ch in compute)
         achieved = int(end[pe] - start[pe])
         bound = max(dma, comp)
         out.append(
@@ -207,6 +205,20 @@ def pe_efficiency(index: TraceIndex) -> list[PEEfficiency]:
     return out
 
 
+def exact_sums(keys: np.ndarray, values: np.ndarray, n: int) -> list[int]:
+    """Per key 0..n-1, the sum of its ``values`` as a Python int, exact whatever the sum.
+
+    The reader refuses cycle values past 2**53 (wire.MAX_CYCLES), but a sum of many can
+    pass 2**63 and wrap an int64, or 2**53 and lose digits as a float64 (bincount's
+    weights). Each value (0..2**54) is split into 27-bit halves summed apart, each
+    sum exact in a float64 for up to 2**26 values.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    low = np.bincount(keys, weights=values & ((1 << 27) - 1), minlength=n)
+    high = np.bincount(keys, weights=values >> 27, minlength=n)
+    return [(int(h) << 27) + int(lo) for h, lo in zip(high.tolist(), low.tolist(), strict=True)]
+
+
 def stall_by_line(index: TraceIndex) -> list[LineStall]:
     """Stalled cycles of the waits grouped by the wait's source line, largest first."""
     c = index.columns
@@ -215,10 +227,10 @@ def stall_by_line(index: TraceIndex) -> list[LineStall]:
         return []
     loc = index.futures.wait_loc[c.fut[ends]]
     keys = np.where(loc >= 0, loc, len(index.locs))
-    stall = np.bincount(keys, weights=c.val[ends], minlength=len(index.locs) + 1)
+    stall = exact_sums(keys, c.val[ends], len(index.locs) + 1)
     waits = np.bincount(keys, minlength=len(index.locs) + 1)
     rows = [
-        LineStall(index.loc(int(k)) if k < len(index.locs) else None, int(waits[k]), int(stall[k]))
+        LineStall(index.loc(int(k)) if k < len(index.locs) else None, int(waits[k]), stall[k])
         for k in np.flatnonzero(waits)
     ]
     rows.sort(key=lambda r: (-r.stall_cycles, -r.waits, str(r.loc)))
@@ -226,12 +238,16 @@ def stall_by_line(index: TraceIndex) -> list[LineStall]:
 
 
 def op_counts(index: TraceIndex) -> dict[str, int]:
-    """OP_LOG counts under the emulator's RunResult metric names."""
-    out = {}
-    for name, (category, op) in COUNTED_OPS.items():
-        key = (index.string_id(category), index.string_id(op))
-        out[name] = len(index.op_log_events.get(key, ()))
-    return out
+    """OP_LOG counts under the emulator's RunResult metric names.
+
+    Strings are compared by text, not id: two string ids may hold one text (the writer
+    interns each text once, but a trace need not come from it), and both count.
+    """
+    by_text: dict[tuple[str, str], int] = {}
+    for (category, op), events in index.op_log_events.items():
+        key = (index.string(category), index.string(op))
+        by_text[key] = by_text.get(key, 0) + len(events)
+    return {name: by_text.get(pair, 0) for name, pair in COUNTED_OPS.items()}
 
 
 def summarize(replay: Replay) -> Summary:
@@ -246,8 +262,8 @@ def summarize(replay: Replay) -> Summary:
             name=str(ch.get("name", f"ch{i}")),
             kind=str(ch.get("kind", "")),
             pe=int(ch.get("pe", 0)),
-            busy_cycles=int(busy[i]),
-            share=float(busy[i]) / end if end > 0 else 0.0,
+            busy_cycles=busy[i],
+            share=busy[i] / end if end > 0 else 0.0,
         )
         for i, ch in enumerate(index.channels)
     ]
@@ -265,7 +281,7 @@ def summarize(replay: Replay) -> Summary:
         end_time=end,
         channels=channels,
         pes=pe_efficiency(index),
-        stall_cycles=int(c.val[waits].sum()),
+        stall_cycles=sum(c.val[waits].tolist()),
         stall_by_line=stall_by_line(index),
         counts=op_counts(index),
     )
