@@ -144,8 +144,8 @@ def test_loc_callers_read_as_read_trace_reads_them(chunk):
     # Defined in another chunk than the event after it that fails: the caller read
     # on the fast path is taken back with its chunk and read again.
     filler = [[0, f"s{i}"] for i in range(40)]
-    late = forged(kernel, helper, *filler, [102, 1, 0], wait, [Kind.WAIT_END, 0, 0, 1, -1])
-    assert "WAIT_END stalled" in outcome(read_trace_tables, late)[1]
+    late = forged(kernel, helper, *filler, [102, 1, 0], wait, [Kind.WAIT_END, 0, 99, 1, 0])
+    assert "WAIT_END pe 99 is outside the mesh" in outcome(read_trace_tables, late)[1]
     same_as_read_trace(late)
     for bad in (
         [kernel, [102, 1, 0]],
