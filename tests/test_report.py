@@ -8,6 +8,7 @@ import kernels_for_findings as kf
 import pytest
 
 from emulator.scenarios import SCENARIOS
+from kbdebug.analysis.findings import RULES
 from kbdebug.cli import main
 
 
@@ -117,7 +118,7 @@ def test_json_report_gives_efficiency_per_pe(traces, capsys):
 def test_json_findings_carry_ids_messages_and_events(traces, capsys):
     _, path = traces["decode_blocking"]
     findings = report_json(capsys, path)["findings"]
-    assert {f["rule"] for f in findings} >= {"KB101", "KB106"}
+    assert "KB101" in {f["rule"] for f in findings}
     for f in findings:
         assert f["id"].startswith(f["rule"] + ":" + f["loc"]["file"] + "::")
         assert f["line_id"] == f"{f['rule']}:{f['loc']['file']}:{f['loc']['line']}"
@@ -139,16 +140,22 @@ def test_fail_on_any_exits_0_without_findings(traces, capsys):
     assert report(capsys, traces["decode_prefetch"][1], "--fail-on", "any")[0] == 0
 
 
-def test_fail_on_a_rule_code_or_an_exact_id(traces, capsys):
+def test_fail_on_a_rule_code_an_id_or_a_line_id(traces, capsys):
     path = traces["decode_blocking"][1]
     k_line = kf.line_containing(SCENARIOS["decode_blocking"]().kernel, "k = tl.load(")
-    assert report(capsys, path, "--fail-on", "KB101")[0] == 1
-    assert report(capsys, path, "--fail-on", "KB103")[0] == 0
-    assert (
-        report(capsys, path, "--fail-on", f"KB101:emulator/kernels/attention.py:{k_line}")[0] == 1
-    )
+    findings = report_json(capsys, path, "--min-saving", "0")["findings"]
+    present = {f["rule"] for f in findings}
+    absent = sorted(set(RULES) - present)
+    assert "KB101" in present and absent
+    assert report(capsys, path, "--fail-on", "KB101", "--min-saving", "0")[0] == 1
+    assert report(capsys, path, "--fail-on", absent[0], "--min-saving", "0")[0] == 0
+    line = f"KB101:emulator/kernels/attention.py:{k_line}"
+    assert report(capsys, path, "--fail-on", line, "--min-saving", "0")[0] == 1
+    stable = next(f["id"] for f in findings if f["line_id"] == line)
+    assert report(capsys, path, "--fail-on", stable, "--min-saving", "0")[0] == 1
     assert report(capsys, path, "--fail-on", "KB101:emulator/kernels/attention.py:1")[0] == 0
-    assert report(capsys, path, "--fail-on", "KB103", "--fail-on", "KB106")[0] == 1
+    both = ["--fail-on", absent[0], "--fail-on", "KB101", "--min-saving", "0"]
+    assert report(capsys, path, *both)[0] == 1
 
 
 def test_fail_on_an_unknown_rule_is_a_usage_error(traces, capsys):
