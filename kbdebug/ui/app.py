@@ -18,6 +18,7 @@ from emulator.trace.schema import Kind
 from kbdebug.analysis import findings_of
 from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Replay, SourceLine, StalledWait
+from kbdebug.safe_text import escape
 from kbdebug.ui import queries
 from kbdebug.ui.breakpoint_dialog import BreakpointDialog
 from kbdebug.ui.events_view import EventsView
@@ -176,7 +177,7 @@ class KbdebugApp(App[int]):
         )
         banner = queries.banner(replay)
         if banner:
-            yield Static(banner, id="banner", markup=False)
+            yield Static(escape(banner, 2000), id="banner", markup=False)
         timeline = Timeline(replay, self._timeline_data, id="timeline")
         timeline.border_title = "timeline"
         yield timeline.data_bind(

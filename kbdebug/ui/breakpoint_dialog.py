@@ -12,6 +12,7 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from kbdebug.replay import Breakpoint, Replay
+from kbdebug.safe_text import escape
 from kbdebug.ui.bpspec import SYNTAX, parse_breakpoint
 
 
@@ -122,7 +123,9 @@ class BreakpointDialog(ModalScreen[bool]):
         for bp in self.replay.breakpoints:
             hits = len(bp.hits(self.replay))
             mark = "●" if bp.enabled else "○"
-            rows.append(Option(Text(f"{mark} {bp.describe(self.replay)}  ({hits} hits)")))
+            rows.append(
+                Option(Text(f"{mark} {escape(bp.describe(self.replay), 500)}  ({hits} hits)"))
+            )
         return rows
 
     def _refresh_list(self, highlight: int | None = None) -> None:
@@ -173,7 +176,7 @@ class BreakpointDialog(ModalScreen[bool]):
         try:
             bp = parse_breakpoint(event.value)
         except ValueError as e:
-            error.update(str(e))
+            error.update(escape(str(e), 500))
             return
         self.replay.breakpoints.append(bp)
         self.changed = True

@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from kbdebug.replay import Replay
+from kbdebug.safe_text import escape
 
 
 class StatusHeader(Widget):
@@ -75,7 +76,7 @@ class StatusHeader(Widget):
         state = replay.state
         title = self.get_component_rich_style("status-header--title")
         value = self.get_component_rich_style("status-header--value")
-        name = os.path.basename(replay.path) if replay.path else "trace"
+        name = escape(os.path.basename(replay.path), 200) if replay.path else "trace"
         current = self.position - 1
         n = replay.n_events
         pe = state.pes[self.focused_pe] if self.focused_pe < len(state.pes) else None
@@ -98,7 +99,7 @@ class StatusHeader(Widget):
             (pe_text, value),
         ]
         if self.breaks:
-            long += [("  break: ", None), (self.breaks, value)]
+            long += [("  break: ", None), (escape(self.breaks, 500), value)]
         short = [
             (" ", None),
             (name, value),
@@ -127,6 +128,6 @@ class StatusHeader(Widget):
             style = self.get_component_rich_style("status-header--error")
         else:
             style = self.get_component_rich_style("status-header--value")
-        line = Text(" " + status, style, no_wrap=True, overflow="ellipsis")
+        line = Text(" " + escape(status, 1000), style, no_wrap=True, overflow="ellipsis")
         line.truncate(width, overflow="ellipsis")
         return line

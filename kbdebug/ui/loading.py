@@ -7,6 +7,8 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Label, ProgressBar
 
+from kbdebug.safe_text import escape
+
 
 class LoadingPanel(Vertical):
     """The file name, the stage and a progress bar."""
@@ -37,7 +39,8 @@ class LoadingPanel(Vertical):
         self.path = path
 
     def compose(self) -> ComposeResult:
-        yield Label(f"Opening {self.path}")
+        # The path is the user's, but shown as given: never as markup (a [/b] in it).
+        yield Label(f"Opening {escape(self.path, 500)}", markup=False)
         yield ProgressBar(total=100, show_eta=False)
         yield Label(self.stage, id="stage")
 

@@ -14,7 +14,11 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from kbdebug.safe_text import escape
 from kbdebug.ui.styles import component_style
+
+#: Characters of one segment of a row kept (a row is a line of the screen).
+ROW_TEXT_LIMIT = 1000
 
 
 class RowView(Widget, can_focus=True):
@@ -145,7 +149,13 @@ class RowView(Widget, can_focus=True):
 
     @staticmethod
     def _fit(segments: list[Segment], width: int, style: Style) -> Strip:
-        return Strip(segments).adjust_cell_length(width, style)
+        # Rows show trace strings: their control characters (an ESC that would retitle
+        # or clear the terminal) are shown escaped, whatever the view that drew them.
+        safe = [
+            Segment(escape(s.text, ROW_TEXT_LIMIT), s.style) if not s.text.isprintable() else s
+            for s in segments
+        ]
+        return Strip(safe).adjust_cell_length(width, style)
 
     def on_resize(self) -> None:
         self.top = self.top

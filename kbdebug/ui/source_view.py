@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 
 from kbdebug.replay import Replay, SourceLine
+from kbdebug.safe_text import escape
 from kbdebug.ui.messages import LineChosen
 from kbdebug.ui.queries import cycles, stall_by_line
 from kbdebug.ui.rowview import RowView
@@ -81,10 +82,9 @@ class SourceView(RowView):
         if text is None:
             code = self.replay.index.sources.get(file)
             if code is None:
-                text = [Text(f"(the source of {file} is not embedded in this trace)")]
+                text = [Text(f"(the source of {escape(file, 500)} is not embedded in this trace)")]
             else:
-                highlighted = Syntax(code, "python", theme="ansi_dark").highlight(code)
-                text = highlighted.split("\n", allow_blank=True)
+                text = _highlighted(code)
             self._lines[file] = text
         return text
 
@@ -113,11 +113,11 @@ class SourceView(RowView):
         self.refresh()
 
     def watch_file(self) -> None:
-        self.border_title = self.file
+        self.border_title = _title(self.file)
         self.refresh()
 
     def on_mount(self) -> None:
-        self.border_title = self.file
+        self.border_title = _title(self.file)
         self.follow()
 
     def chosen(self, row: int) -> None:
@@ -163,3 +163,28 @@ class SourceView(RowView):
             code = self._segments[key] = list(text.render(self.app.console))
         segments += [Segment(s.text, base + s.style if s.style else base) for s in code]
         return segments
+
+
+#: Lines of an embedded source shown: highlighting two million lines would leave the
+#: screen blank for minutes; a kernel file is a few hundred.
+MAX_SOURCE_LINES = 20_000
+#: Characters of one source line shown.
+MAX_LINE_CHARS = 1_000
+
+
+def _highlighted(code: str) -> list[Text]:
+    """The first MAX_SOURCE_LINES lines of ``code``, highlighted, control characters
+    escaped, each cut to MAX_LINE_CHARS, and a note for the lines left out."""
+    lines = code.split("\n", MAX_SOURCE_LINES)
+    rest = lines.pop() if len(lines) > MAX_SOURCE_LINES else None
+    shown = "\n".join(escape(line.expandtabs(4).rstrip("\r"), MAX_LINE_CHARS) for line in lines)
+    text = Syntax(shown, "python", theme="ansi_dark").highlight(shown).split("\n", allow_blank=True)
+    if rest is not None:
+        more = rest.count("\n") + 1
+        text.append(Text(f"({more:,} more lines not shown: the source is too long)"))
+    return text
+
+
+def _title(file: str) -> Text:
+    """A file name as a border title: a Text, so that a [/b] in it is not markup."""
+    return Text(escape(file, 200))

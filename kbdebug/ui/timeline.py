@@ -20,6 +20,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from kbdebug.replay import Replay
+from kbdebug.safe_text import escape
 from kbdebug.ui import lanes as L
 from kbdebug.ui.messages import CycleClicked
 from kbdebug.ui.queries import cycles
@@ -296,7 +297,8 @@ class Timeline(Widget, can_focus=True):
                 lane_bg = lane_bg.copy()
                 lane_bg[cursor] = 2
             label_fg = _FG.index("label-focused" if lane.pe == self.focused_pe else "label")
-            segments = [Segment(lane.label.ljust(self.label_width), self._style(label_fg, 0))]
+            label = escape(lane.label, self.label_width)
+            segments = [Segment(label.ljust(self.label_width), self._style(label_fg, 0))]
             segments += self._runs(codes, fg, lane_bg)
             strips.append(Strip(segments, width).adjust_cell_length(width, self._base()))
         return strips
