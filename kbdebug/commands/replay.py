@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from emulator.trace.errors import TraceFormatError
-from emulator.trace.reader import read_trace
+from emulator.trace.reader import open_trace_file, read_trace
 from kbdebug.cli import UserError
 
 #: Opened by a bare ``kbdebug``.
@@ -44,9 +44,16 @@ def bundled_trace() -> Path:
 
 def check_header(path: Path) -> None:
     """Read the start of ``path`` and validate its header; UserError if it is not a trace."""
+    # Opened as the reader opens a trace: a FIFO, a device or a symlink loop is refused
+    # in one line instead of hanging the app or reading /dev/zero.
     try:
-        with open(path, "rb") as f:
-            head = f.read(HEADER_PROBE_BYTES)
+        fd, _ = open_trace_file(path)
+        try:
+            head = os.read(fd, HEADER_PROBE_BYTES)
+        finally:
+            os.close(fd)
+    except TraceFormatError as e:
+        raise UserError(" ".join(str(e).split())) from None
     except OSError as e:
         raise UserError(_os_error(e, path)) from None
     try:
