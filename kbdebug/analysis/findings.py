@@ -213,9 +213,10 @@ class _Group:
     loc_id: int
     #: Commands whose waits it covers (loads, stores, receives).
     cmds: list[int]
-    #: Step order with the fix applied, and re-pointed waits (KB104).
-    order: list[int]
-    wait_cmds: list[int] | None = None
+    #: The fix: steps moved to new sort keys, steps dropped, waits re-pointed (step -> cmd).
+    moves: dict[int, float]
+    drops: frozenset[int] = frozenset()
+    repoint: dict[int, int] | None = None
     #: Rule-specific figures for the message.
     info: dict | None = None
 
@@ -254,6 +255,8 @@ class _Diagnosis:
                 last_barrier = s
             elif k == WAIT:
                 self.wait_step.setdefault(c, s)
+                if kinds[self.issue_step.get(c, s)] in (STORE, SEND):
+                    last_barrier = s  # a fence: later loads may read what it wrote
             elif k in (LOAD, STORE, SEND, RECV):
                 self.issue_step[c] = s
         self.recorded = prog.recorded_time
@@ -275,15 +278,23 @@ class _Diagnosis:
 
     # --- shared -------------------------------------------------------------------
 
-    def gain(self, order: list[int], wait_cmds: list[int] | None = None) -> int:
-        return self.recorded - self.prog.simulate(order, wait_cmds)
-
-    def moved(self, keys: dict[int, float]) -> list[int]:
-        """The step order with the steps in ``keys`` moved to their new sort keys."""
+    def gain(self, *groups: _Group) -> int:
+        """Cycles the kernel saves with the fixes of ``groups`` applied together."""
         pos = np.arange(self.n, dtype=np.float64)
-        for s, key in keys.items():
-            pos[s] = key
-        return np.argsort(pos, kind="stable").tolist()
+        drops: set[int] = set()
+        cmds = None
+        for g in groups:
+            for s, key in g.moves.items():
+                pos[s] = key
+            drops |= g.drops
+            if g.repoint:
+                cmds = list(self.prog.cmd) if cmds is None else cmds
+                for s, c in g.repoint.items():
+                    cmds[s] = c
+        order = np.argsort(pos, kind="stable").tolist()
+        if drops:
+            order = [s for s in order if s not in drops]
+        return self.recorded - self.prog.simulate(order, cmds)
 
     def floor(self) -> int:
         return max(1, math.ceil(MIN_SHARE * max(self.prog.achieved, 1)))
@@ -300,24 +311,35 @@ class _Diagnosis:
             streams[int(self.loc[c])].append(c)
         return streams
 
-    def _ahead_order(self, stream: list[int], ahead: int) -> list[int]:
-        """The order with each load of ``stream`` issued ``ahead`` tiles before its wait:
+    def _ahead_moves(self, stream: list[int], ahead: int) -> dict[int, float]:
+        """Moves that issue each load of ``stream`` issued ``ahead`` tiles before its wait:
         right after the wait of the load ``ahead`` places earlier in the stream (the
         first ones where the stream's first load is), never above a host read before it,
         never later than it was."""
         keys: dict[int, float] = {}
-        first = self.issue_step[stream[0]]
         for i, c in enumerate(stream):
             s = self.issue_step[c]
             if i >= ahead:
                 anchor = self.wait_step.get(stream[i - ahead], self.issue_step[stream[i - ahead]])
                 key = anchor + 0.5
             else:
-                key = first - 0.5
+                key = self.barrier_before[s] + 0.5
             key = max(key, self.barrier_before[s] + 0.5)
             if key < s:
                 keys[s] = key + i * 1e-6
-        return self.moved(keys)
+        return keys
+
+    def _movable_work(self, stream: list[int], i: int) -> int:
+        """Chain work the ``i``-th issue of ``stream`` could move above: back to the
+        previous load's wait (the first: to the start), never above a host read."""
+        s = self.issue_step[stream[i]]
+        if i > 0:
+            prev = stream[i - 1]
+            lo = self.wait_step.get(prev, self.issue_step[prev]) + 1
+        else:
+            lo = 0
+        lo = max(lo, self.barrier_before[s] + 1)
+        return int(self.work[s] - self.work[lo]) if lo < s else 0
 
     def _work_per_iteration(self, stream: list[int]) -> int:
         """Median chain work between consecutive waits of the stream."""
@@ -328,40 +350,58 @@ class _Diagnosis:
         return int(np.median(gaps))
 
     def stream_groups(self, taken: set[int]) -> list[_Group]:
-        out = []
+        """KB101, KB102, KB107: loads whose waits stall for want of an earlier issue.
+
+        The streams are re-timed together (two loads of one tile only pay when both
+        move), each either one tile ahead or as many as its latency needs.
+        """
         lat = self.prog.hw.hbm_latency
+        found = []
         for loc_id, stream in self._streams().items():
             waited = [c for c in stream if c in self.stall and c not in taken]
-            if sum(self.avoidable.get(c, 0) for c in waited) < self.floor():
+            if not any(self.avoidable.get(c, 0) > 0 for c in waited):
                 continue
-            blocking = bool(self.blocking[stream[0]])
             transfer = int(np.median([self.prog.transfer[c] for c in stream]))
             per_iter = self._work_per_iteration(stream)
             between = [
                 int(self.work[self.wait_step[c]] - self.work[self.issue_step[c] + 1])
                 for c in waited
             ]
-            immediate = np.median(between) < IMMEDIATE_MAX_WORK * (transfer + lat)
+            # Work between where the issue could be (after the previous tile's wait) and
+            # where it is: KB102 moves it up; with none, only a deeper prefetch helps.
+            movable = float(
+                np.median(
+                    [self._movable_work(stream, i) for i, c in enumerate(stream) if c in waited]
+                )
+            )
+            late = movable >= IMMEDIATE_MAX_WORK * (transfer + lat)
             needed = (
                 min(MAX_AHEAD, max(1, math.ceil((transfer + lat) / per_iter)))
                 if per_iter > 0
                 else 1
             )
-            best_ahead, best_gain, best_order = 1, -1, None
-            for ahead in sorted({1, needed}):
-                order = self._ahead_order(stream, ahead)
-                g = self.gain(order)
-                if g > best_gain * 1.02:
-                    best_ahead, best_gain, best_order = ahead, g, order
-            rule = "KB101" if blocking else "KB102" if immediate else "KB107"
+            rule = "KB101" if self.blocking[stream[0]] else "KB102" if late else "KB107"
             info = {
-                "ahead": best_ahead,
                 "transfer": transfer,
                 "work": per_iter,
                 "needed": needed,
+                "between": int(np.median(between)),
+                "movable": int(movable),
             }
-            out.append(_Group(rule, loc_id, waited, best_order, info=info))
-        return out
+            found.append((loc_id, stream, waited, rule, info))
+        if not found:
+            return []
+        best, best_gain = None, -1
+        for deep in (False, True):
+            groups = []
+            for loc_id, stream, waited, rule, info in found:
+                ahead = info["needed"] if deep else 1
+                moves = self._ahead_moves(stream, ahead)
+                groups.append(_Group(rule, loc_id, waited, moves, info={**info, "ahead": ahead}))
+            g = self.gain(*groups)
+            if g > best_gain * 1.02:
+                best, best_gain = groups, g
+        return best
 
     def queued_groups(self) -> list[_Group]:
         """KB103: loads that queued behind later-needed loads on their read channel."""
@@ -376,9 +416,10 @@ class _Diagnosis:
             if info.get("kind") != "dma_read" or info.get("pe") != self.prog.pe:
                 continue
             on = [c for c in index.channel_cmds[ch].tolist() if c in need and t_grant[c] >= 0]
+            blocking = self.blocking
             on.sort(key=lambda c: t_grant[c])
             for i, c in enumerate(on):
-                if t_grant[c] <= t_req[c] or self.stall.get(c, 0) <= 0:
+                if t_grant[c] <= t_req[c] or self.stall.get(c, 0) <= 0 or blocking[c]:
                     continue
                 for j in range(max(0, i - QUEUE_LOOKBACK), i):
                     a = on[j]
@@ -401,7 +442,7 @@ class _Diagnosis:
                     keys[s] = key + i * 1e-6
             ahead_locs = [int(self.loc[culprits[c]]) for c in group]
             info = {"ahead_loc": max(set(ahead_locs), key=ahead_locs.count)}
-            out.append(_Group("KB103", loc_id, group, self.moved(keys), info=info))
+            out.append(_Group("KB103", loc_id, group, keys, info=info))
         return out
 
     def out_of_order_groups(self) -> list[_Group]:
@@ -419,25 +460,50 @@ class _Diagnosis:
             w = wait_of[c]
             if w < (1 << 60) and self.stall.get(c, 0) > 0 and pending_until > w:
                 behind = [g for g in older if wait_of[g] > w]
+                waited = [wait_of[g] for g in behind if wait_of[g] < (1 << 60)]
+                # Work between this wait and the older one's means the newer data was needed
+                # first: the issue order is wrong (KB103), not the wait.
+                same_line = any(self.loc[g] == self.loc[c] for g in behind)
+                used_first = not waited or (
+                    self.compute_steps[min(waited)] > self.compute_steps[w + 1]
+                )
+                if not waited or (used_first and not same_line):
+                    pending_until = max(pending_until, w)
+                    older.append(c)
+                    continue
                 wait_loc = int(self.index.futures.wait_loc[self.index.commands.future[c]])
                 hits[wait_loc].append((c, behind))
             pending_until = max(pending_until, w)
             older.append(c)
         out = []
+        kinds = self.prog.kind
         for loc_id, items in hits.items():
-            involved = set()
+            moves: dict[int, float] = {}
+            involved: set[int] = set()
             for c, behind in items:
+                w = wait_of[c]
+                waited = [g for g in behind if wait_of[g] < (1 << 60)]
                 involved.add(c)
-                involved.update(g for g in behind if wait_of[g] < (1 << 60))
+                involved.update(waited)
+                # Newer data not used before the older wait: the wait belongs after the
+                # work that follows the older one (taken to use the older data).
+                s = min(wait_of[g] for g in waited) + 1
+                while s < self.n and kinds[s] not in (COMPUTE, OPAQUE, WAIT, BARRIER):
+                    s += 1
+                if s < self.n and kinds[s] in (COMPUTE, OPAQUE):
+                    moves[w] = s + 0.5
+            # Futures of one issue line waited in the wrong order: each wait takes the
+            # oldest pending one instead.
             positions = sorted(wait_of[c] for c in involved)
             futures = sorted(involved, key=lambda c: self.issue_step[c])
-            cmds = list(self.prog.cmd)
-            for s, c in zip(positions, futures, strict=True):
-                cmds[s] = c
-            first_pending = items[0][1][0] if items[0][1] else items[0][0]
-            info = {"pending": first_pending}
+            repoint = dict(zip(positions, futures, strict=True))
+            pending = items[0][1][0] if items[0][1] else items[0][0]
             group = [c for c, _ in items]
-            out.append(_Group("KB104", loc_id, group, list(range(self.n)), cmds, info))
+            candidates = [
+                _Group("KB104", loc_id, group, moves, info={"pending": pending}),
+                _Group("KB104", loc_id, group, {}, repoint=repoint, info={"pending": pending}),
+            ]
+            out.append(max(candidates, key=lambda g: self.gain(g)))
         return out
 
     def early_completion_groups(self) -> list[_Group]:
@@ -463,10 +529,9 @@ class _Diagnosis:
             by_loc[wait_loc].append(c)
         out = []
         for loc_id, group in by_loc.items():
-            dropped = {self.wait_step[c] for c in group}
-            order = [s for s in range(self.n) if s not in dropped]
+            dropped = frozenset(self.wait_step[c] for c in group)
             kind = "send" if self.prog.kind[self.issue_step[group[0]]] == SEND else "store"
-            out.append(_Group("KB108", loc_id, group, order, info={"kind": kind}))
+            out.append(_Group("KB108", loc_id, group, {}, dropped, info={"kind": kind}))
         return out
 
     def early_receive_groups(self) -> list[_Group]:
@@ -491,42 +556,70 @@ class _Diagnosis:
         out = []
         for loc_id, group in by_loc.items():
             keys = {self.wait_step[c]: later[self.wait_step[c]] - 0.5 for c in group}
-            out.append(_Group("KB109", loc_id, group, self.moved(keys), info={}))
+            out.append(_Group("KB109", loc_id, group, keys, info={}))
         return out
 
     # --- findings -----------------------------------------------------------------
 
     def groups(self) -> list[tuple[_Group, int]]:
-        """Every group worth reporting with its saving, each wait in one group at most."""
+        """Every group worth reporting with its saving, each wait in one group at most.
+
+        A group's saving is its fix's gain alone, or, when fixes only pay together
+        (two loads of one tile, each hiding the other's stall), its share of their
+        joint gain by the avoidable stall it covers, whichever is larger.
+        """
+        if not hasattr(self, "_groups"):
+            self._groups = self._find_groups()
+        return self._groups
+
+    def _find_groups(self) -> list[tuple[_Group, int]]:
         found: list[tuple[_Group, int]] = []
         taken: set[int] = set()
-        for make in (self.out_of_order_groups, self.queued_groups):
-            for g in make():
-                g.cmds = [c for c in g.cmds if c not in taken]
-                saving = self.gain(g.order, g.wait_cmds)
-                if g.cmds and saving >= self.floor():
-                    found.append((g, saving))
-                    taken.update(g.cmds)
-        for make in (
-            lambda: self.stream_groups(taken),
-            self.early_completion_groups,
-            self.early_receive_groups,
-        ):
-            for g in make():
-                g.cmds = [c for c in g.cmds if c not in taken]
-                if not g.cmds or g.order is None:
+        for g in self.out_of_order_groups():
+            if g.cmds:
+                found.append((g, self.gain(g)))
+                taken.update(g.cmds)
+        # A load that queued behind later-needed loads is KB103's only when reordering
+        # the issues pays more than issuing it ahead (then the order is the mistake).
+        queued = {g.loc_id: g for g in self.queued_groups()}
+        for g in self.stream_groups(taken):
+            rival = queued.get(g.loc_id)
+            gain = self.gain(g)
+            if rival is not None:
+                rival.cmds = [c for c in rival.cmds if c not in taken]
+                rival_gain = self.gain(rival) if rival.cmds else 0
+                # A tie goes to KB103 unless the load was also issued late (KB101/KB102):
+                # moving a load that is not late above another one is a reorder.
+                if rival_gain > 1.02 * gain or (g.rule == "KB107" and rival_gain >= 0.98 * gain):
                     continue
-                saving = self.gain(g.order, g.wait_cmds)
-                if saving >= self.floor():
-                    found.append((g, saving))
-                    taken.update(g.cmds)
-        return found
+                del queued[g.loc_id]
+            g.cmds = [c for c in g.cmds if c not in taken]
+            if g.cmds:
+                found.append((g, gain))
+                taken.update(g.cmds)
+        for g in [*queued.values(), *self.early_completion_groups(), *self.early_receive_groups()]:
+            g.cmds = [c for c in g.cmds if c not in taken]
+            if g.cmds:
+                found.append((g, self.gain(g)))
+                taken.update(g.cmds)
+        found = [(g, gain) for g, gain in found if gain > 0]
+        if len(found) > 1:
+            joint = self.gain(*(g for g, _ in found))
+            charged = [sum(self.avoidable.get(c, 0) for c in g.cmds) for g, _ in found]
+            total = sum(charged) or 1
+            found = [
+                (g, max(gain, joint * a // total))
+                for (g, gain), a in zip(found, charged, strict=True)
+            ]
+            self.joint = joint
+        else:
+            self.joint = found[0][1] if found else 0
+        return [(g, saving) for g, saving in found if saving >= self.floor()]
 
     def findings(self) -> list[Finding]:
         groups = self.groups()
         out = [self._finding(g, saving) for g, saving in groups]
-        explained = sum(saving for _, saving in groups)
-        below = self._below_bound(explained)
+        below = self._below_bound(self.joint)
         if below is not None:
             out.append(below)
         return out
@@ -658,18 +751,24 @@ def _words(d: _Diagnosis, g: _Group, loc: SourceLoc | None, stall: int) -> tuple
         transfer, work = info["transfer"], info["work"]
         if g.rule == "KB101":
             message = (
-                f"tl.load at {where} blocked {_times(n)} for {stall:,} cycles; its "
-                f"{transfer:,}-cycle transfer and {lat:,}-cycle latency could run under the "
-                f"work before the data is used"
+                f"tl.load at {where} blocked {_times(n)} for {stall:,} cycles; issued ahead, "
+                f"its {transfer:,}-cycle transfer and {lat:,}-cycle latency would overlap the "
+                f"work and the other loads before its data is used"
             )
             suggestion = (
                 f"issue it with tl.load_async {tiles} ahead and tl.wait just before use "
                 f"({_PIPELINE_HINT})"
             )
         elif g.rule == "KB102":
+            gap = (
+                "with no work in between"
+                if info["between"] < IMMEDIATE_MAX_WORK * (transfer + lat)
+                else f"after only {info['between']:,} cycles of work"
+            )
             message = (
-                f"tl.load_async at {where} was waited at {_wait_where(d, g.cmds)} with no work "
-                f"in between {_times(n)}; the waits stalled {stall:,} cycles"
+                f"tl.load_async at {where} was waited at {_wait_where(d, g.cmds)} {gap} "
+                f"{_times(n)}, though it could have been issued above {info['movable']:,} "
+                f"cycles of earlier work; the waits stalled {stall:,} cycles"
             )
             suggestion = (
                 f"issue it {tiles} ahead, right after the previous tile's tl.wait, so the "

@@ -221,6 +221,7 @@ class Program:
         best = 0.0
         bucket_of: dict[int, int] = {}
         counted: set[int] = set()
+        fences: set[int] = set()
         writes = [0] * hw.write_channels
         links: dict[int, int] = {}
         done_by: dict[int, int] = {}
@@ -242,6 +243,7 @@ class Program:
                     drain = single
             elif k == STORE or k == SEND:
                 t += issue
+                fences.add(c)
                 if k == STORE:
                     i = writes.index(min(writes))
                     g = max(writes[i], t)
@@ -270,6 +272,10 @@ class Program:
                     a = done_by.get(c, NEVER)
                 earliest.setdefault(c, a)
                 t = max(t, a)
+                if c in fences:
+                    # Later loads may read what the store wrote: released only now.
+                    release.append(t + issue)
+                    peak = np.append(peak, float(t + issue))
         if self.complete:
             t = max(t, drain)
         return min(t, NEVER) - self.start

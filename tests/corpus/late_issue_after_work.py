@@ -1,10 +1,9 @@
 """Gated projection: each block's input is requested after the previous block's big GEMM.
 
 The load_async is issued late - after the 2048-cycle GEMM it could have run
-under - and only a short gate computation separates it from its wait. No
-rule names "issued too late with a little work between", so the gap to the
-bound is left for KB106 on the kernel itself. The fixed twin issues the next
-block before the GEMM.
+under - and only a short gate computation separates it from its wait: KB102
+(the issue could move above earlier work) names the issue line. The fixed twin
+issues the next block before the GEMM.
 """
 
 from __future__ import annotations
@@ -14,13 +13,13 @@ import numpy as np
 from emulator import HardwareConfig, Memory
 from emulator.scenarios import Scenario
 
-PAIR = dict(rule="KB106", params=dict(n_blocks=16), pes=[0])
+PAIR = dict(rule="KB102", params=dict(n_blocks=16), pes=[0])
 
 R, D = 32, 128
 BLK = R * D * 2
 
 
-def kernel_bug(tl, x_ptr, w_ptr, y_ptr, n_blocks):  # expect: KB106
+def kernel_bug(tl, x_ptr, w_ptr, y_ptr, n_blocks):
     w_f = tl.load_async(w_ptr, (D, D), "f16")
     cur = tl.load_async(x_ptr, (R, D), "f16")
     w = tl.wait(w_f)
@@ -29,7 +28,7 @@ def kernel_bug(tl, x_ptr, w_ptr, y_ptr, n_blocks):  # expect: KB106
             x = tl.wait(cur)
             y = tl.dot(x, w)
             if b + 1 < n_blocks:
-                cur = tl.load_async(x_ptr + (b + 1) * BLK, (R, D), "f16")
+                cur = tl.load_async(x_ptr + (b + 1) * BLK, (R, D), "f16")  # expect: KB102
             gate = tl.exp(tl.max(y, axis=1) * -0.01)
             tl.store(y_ptr + b * R * D * 4, y * gate[:, None])
 
