@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
+# Control characters (C0, DEL, C1), bidi overrides and lone surrogates: the message names
+# a file and quotes a trace, and is printed to a terminal (kbdebug.safe_text does the
+# same for kbdebug, which the emulator may not import).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _shown(text: str) -> str:
+    return _UNSAFE.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
+
 
 class TraceFormatError(ValueError):
     """A trace that is not a well-formed .kbt file, naming what was wrong and where.
@@ -30,4 +46,5 @@ class TraceFormatError(ValueError):
         if offset is not None:
             where.append(f"at byte {offset}")
         prefix = f"{source}: " + (" ".join(where) + ": " if where else "")
-        super().__init__(prefix + reason)
+        # One line, control characters escaped: it goes to a terminal as it is.
+        super().__init__(_shown(prefix + reason))
