@@ -361,6 +361,7 @@ class _Diagnosis:
             waited = [c for c in stream if c in self.stall and c not in taken]
             if not any(self.avoidable.get(c, 0) > 0 for c in waited):
                 continue
+            chosen = set(waited)
             transfer = int(np.median([self.prog.transfer[c] for c in stream]))
             per_iter = self._work_per_iteration(stream)
             between = [
@@ -371,7 +372,7 @@ class _Diagnosis:
             # where it is: KB102 moves it up; with none, only a deeper prefetch helps.
             movable = float(
                 np.median(
-                    [self._movable_work(stream, i) for i, c in enumerate(stream) if c in waited]
+                    [self._movable_work(stream, i) for i, c in enumerate(stream) if c in chosen]
                 )
             )
             late = movable >= IMMEDIATE_MAX_WORK * (transfer + lat)
@@ -410,25 +411,41 @@ class _Diagnosis:
         t_req = event_times(index, cmds.request)
         t_grant = event_times(index, cmds.grant)
         t_rel = event_times(index, cmds.release)
-        need = {c: self.wait_step.get(c, 1 << 60) for c in self.loads()}
+        loads = self.loads()
+        need_of = {c: self.wait_step.get(c, 1 << 60) for c in loads}
         culprits: dict[int, int] = {}
         for ch, info in enumerate(index.channels):
             if info.get("kind") != "dma_read" or info.get("pe") != self.prog.pe:
                 continue
-            on = [c for c in index.channel_cmds[ch].tolist() if c in need and t_grant[c] >= 0]
-            blocking = self.blocking
-            on.sort(key=lambda c: t_grant[c])
-            for i, c in enumerate(on):
-                if t_grant[c] <= t_req[c] or self.stall.get(c, 0) <= 0 or blocking[c]:
-                    continue
-                for j in range(max(0, i - QUEUE_LOOKBACK), i):
-                    a = on[j]
-                    release = t_rel[a] if t_rel[a] >= 0 else t_grant[a] + self.prog.transfer[a]
-                    overlap = min(release, t_grant[c]) - max(t_grant[a], t_req[c])
-                    earlier = self.issue_step[a] < self.issue_step[c]
-                    if overlap > 0 and need[a] > need[c] and earlier:
-                        culprits[c] = a
-                        break
+            on = np.array(
+                [c for c in index.channel_cmds[ch].tolist() if c in need_of], dtype=np.int64
+            )
+            on = on[t_grant[on] >= 0] if len(on) else on
+            if len(on) < 2:
+                continue
+            on = on[np.argsort(t_grant[on], kind="stable")]
+            grant, request = t_grant[on], t_req[on]
+            transfer = np.array([self.prog.transfer[c] for c in on.tolist()], dtype=np.int64)
+            release = np.where(t_rel[on] >= 0, t_rel[on], grant + transfer)
+            need = np.array([need_of[c] for c in on.tolist()], dtype=np.int64)
+            step = np.array([self.issue_step[c] for c in on.tolist()], dtype=np.int64)
+            stalled = np.array([self.stall.get(c, 0) > 0 for c in on.tolist()])
+            queued = np.flatnonzero((grant > request) & stalled & ~(self.blocking[on] > 0))
+            culprit = np.full(len(queued), -1, dtype=np.int64)
+            for d in range(1, QUEUE_LOOKBACK + 1):
+                j = queued - d
+                ok = (j >= 0) & (culprit < 0)
+                if not ok.any():
+                    break
+                j = np.where(ok, j, 0)
+                overlap = np.minimum(release[j], grant[queued]) - np.maximum(
+                    grant[j], request[queued]
+                )
+                hit = ok & (overlap > 0) & (need[j] > need[queued]) & (step[j] < step[queued])
+                culprit = np.where(hit, j, culprit)
+            for i, j in zip(queued.tolist(), culprit.tolist(), strict=True):
+                if j >= 0:
+                    culprits[int(on[i])] = int(on[j])
         by_loc: dict[int, list[int]] = defaultdict(list)
         for c in culprits:
             by_loc[int(self.loc[c])].append(c)

@@ -318,10 +318,8 @@ def build_model(index: TraceIndex) -> Model:
     t_complete = event_times(index, cmds.complete)
     strings = index.strings
     op_names = [strings[o] if 0 <= o < len(strings) else "" for o in cmds.op.tolist()]
-    chan_kind = [
-        str(index.channels[ch].get("kind", "")) if 0 <= ch < len(index.channels) else ""
-        for ch in cmds.channel.tolist()
-    ]
+    table = [str(ch.get("kind", "")) for ch in index.channels]
+    chan_kind = [table[ch] if 0 <= ch < len(table) else "" for ch in cmds.channel.tolist()]
     starts, ends = kernel_spans(index)
     kinds_wanted = [Kind.ISSUE, Kind.WAIT_BEGIN, HOST_READ]
     rel = np.flatnonzero(np.isin(c.kind, kinds_wanted))
