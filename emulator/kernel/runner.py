@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import traceback
@@ -83,13 +84,16 @@ class Launch:
         self.op_log: list[OpRecord] = []
         self.stall_cycles = 0
         self._cmds = itertools.count()
+        #: The last command id handed out (-1 before the first).
+        self.last_cmd = -1
         self._futures = itertools.count()
         self._buffers = itertools.count()
         #: The greenlet running the SimPy loop; kernels switch to it to block.
         self.driver: greenlet.greenlet = greenlet.getcurrent()
 
     def next_cmd(self) -> int:
-        return next(self._cmds)
+        self.last_cmd = cmd = next(self._cmds)
+        return cmd
 
     def next_future(self) -> int:
         return next(self._futures)
@@ -257,6 +261,8 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
     programs: list[_Program] = []
     pe_end_times: dict[int, int] = {}
     kernel_loc = launch.locations.of_code(kernel.__code__) if hasattr(kernel, "__code__") else None
+    # tl calls made in helpers record the kernel line that called them (see LocationCache).
+    launch.locations.kernel_code = getattr(inspect.unwrap(kernel), "__code__", None)
     name = getattr(kernel, "__name__", "kernel")
 
     def body(tl: TL) -> None:

@@ -6,7 +6,7 @@ import linecache
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 
 from emulator.trace.schema import SourceLoc
 
@@ -39,21 +39,47 @@ def relative_path(filename: str) -> str:
 
 
 class LocationCache:
-    """Maps (code object, line) to SourceLoc and reports each new file's source once."""
+    """Maps (code object, line) to SourceLoc and reports each new file's source once.
+
+    ``kernel_code``, set by the runner, is the kernel function's code object: a tl
+    call made in any other function (a helper the kernel called) gets, as its loc's
+    ``caller``, the kernel's line that called into that helper.
+    """
 
     def __init__(self, on_new_file: Callable[[str, str], None]):
         self._locs: dict[tuple[object, int], SourceLoc] = {}
+        # (helper code, helper line, kernel line) -> loc with its caller.
+        self._called: dict[tuple[object, int, int], SourceLoc] = {}
         self._files: dict[str, str] = {}
         self._on_new_file = on_new_file
+        self.kernel_code: CodeType | None = None
 
     def caller(self) -> SourceLoc:
-        """The location of the innermost frame outside the emulator's kernel layer."""
+        """The location of the innermost frame outside the emulator's kernel layer, with
+        the kernel's calling line as its ``caller`` if that frame is not the kernel's."""
         frame: FrameType | None = sys._getframe(2)
         while frame is not None and frame.f_code.co_filename in _INTERNAL:
             frame = frame.f_back
         if frame is None:
             return SourceLoc("<unknown>", 0, "<unknown>")
-        return self.of_frame(frame, frame.f_lineno)
+        code = frame.f_code
+        kernel_code = self.kernel_code
+        if code is kernel_code or kernel_code is None:
+            return self.of_frame(frame, frame.f_lineno)
+        # Inside a helper (called directly or through others): the kernel's frame,
+        # outwards, holds the line that called into it.
+        kernel = frame.f_back
+        while kernel is not None and kernel.f_code is not kernel_code:
+            kernel = kernel.f_back
+        if kernel is None:
+            return self.of_frame(frame, frame.f_lineno)
+        key = (code, frame.f_lineno, kernel.f_lineno)
+        loc = self._called.get(key)
+        if loc is None:
+            caller = self.of_frame(kernel, key[2])
+            loc = self.of_frame(frame, key[1])._replace(caller=caller)
+            self._called[key] = loc
+        return loc
 
     def of_frame(self, frame: FrameType, line: int) -> SourceLoc:
         key = (frame.f_code, line)

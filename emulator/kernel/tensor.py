@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class Buffer:
     """A scratch allocation holding one loaded or received tile."""
 
-    __slots__ = ("id", "nbytes", "future", "freed", "orphan")
+    __slots__ = ("id", "nbytes", "future", "freed", "orphan", "host_read")
 
     def __init__(self, bid: int, nbytes: int):
         self.id = bid
@@ -27,6 +27,8 @@ class Buffer:
         self.freed = False
         #: Its scope closed while the load was in flight; the scope that waits on it adopts it.
         self.orphan = False
+        #: Kernel code read its values on the host (HOST_READ recorded, once per buffer).
+        self.host_read = False
 
 
 class TensorHandle:
@@ -46,7 +48,17 @@ class TensorHandle:
 
     @property
     def data(self) -> np.ndarray:
-        """The values (raises RecycledBufferError if the scratch buffer was recycled)."""
+        """The values (raises RecycledBufferError if the scratch buffer was recycled).
+
+        Kernel code reading them is recorded (HOST_READ): what it issues next may
+        depend on them. The emulator's own uses go through ``_values``.
+        """
+        data = self._values()
+        self._tl._host_read(self)
+        return data
+
+    def _values(self) -> np.ndarray:
+        """The values, unrecorded (raises RecycledBufferError if the buffer was recycled)."""
         if self.buffer is not None and self.buffer.freed:
             self._tl._recycled(self)
         return self._data
@@ -69,7 +81,7 @@ class TensorHandle:
 
     def __getitem__(self, index: Any) -> TensorHandle:
         # Indexing (x[:, None], x[0]) is a view: layout, not work.
-        return TensorHandle(self._tl, self.data[index], self.buffer)
+        return TensorHandle(self._tl, self._values()[index], self.buffer)
 
     def __add__(self, other):
         return self._tl._binary("add", np.add, self, other)
@@ -99,7 +111,8 @@ class TensorHandle:
         return self._tl._unary("neg", np.negative, self)
 
     def __array__(self, dtype=None, copy=None):
-        return self.data if dtype is None else self.data.astype(dtype)
+        data = self.data  # a host read, as np.asarray(x) in kernel code is
+        return data if dtype is None else data.astype(dtype)
 
     def __repr__(self) -> str:
         return f"TensorHandle(shape={self.shape}, dtype={self.dtype})"

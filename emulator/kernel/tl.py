@@ -54,6 +54,8 @@ class TL:
         self.waiting_on: tuple[Waitable, SourceLoc] | None = None
         #: Set once the kernel is over: nothing more is recorded.
         self.closed = False
+        #: launch.last_cmd when a computed tensor's host read was last recorded.
+        self._computed_read_at: int | None = None
 
     # --- program geometry -------------------------------------------------------------
 
@@ -264,7 +266,7 @@ class TL:
     def _cast(self, x: TensorHandle, dtype: str) -> TensorHandle:
         loc = self._caller()
         try:
-            out = x.data.astype(to_numpy(dtype))
+            out = x._values().astype(to_numpy(dtype))
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
         self._compute("cast", "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
@@ -489,6 +491,26 @@ class TL:
             buffer.freed = True
             self._pe.scratch.free(buffer.id)
 
+    def _host_read(self, x: TensorHandle) -> None:
+        """Record that kernel code read ``x``'s values (HOST_READ): once per loaded or
+        received buffer; for a computed tensor (future -1) once between two commands."""
+        if self.closed:
+            return
+        buffer = x.buffer
+        future = buffer.future if buffer is not None else None
+        if future is not None:
+            if buffer.host_read:
+                return
+            buffer.host_read = True
+            fid = future.id
+        else:
+            last_cmd = self._launch.last_cmd
+            if self._computed_read_at == last_cmd:
+                return
+            self._computed_read_at = last_cmd
+            fid = -1
+        self._emit(Kind.HOST_READ, self._env.now, self._pe.pe, fid)
+
     def _recycled(self, x: TensorHandle) -> None:
         raise self._error(
             RecycledBufferError,
@@ -508,9 +530,13 @@ class TL:
         """Suspend the kernel until ``event`` fires; returns its value."""
         return self._launch.driver.switch(event)
 
+    # _array and _operand read a tensor's values as the emulator's own work, not as a
+    # host read of the kernel (TensorHandle._values, inlined: they are on the hot path).
     def _array(self, x: Any, loc: SourceLoc) -> np.ndarray:
         if isinstance(x, TensorHandle):
-            return x.data
+            if x.buffer is not None and x.buffer.freed:
+                self._recycled(x)
+            return x._data
         if isinstance(x, np.ndarray):
             return x
         raise self._error(
@@ -519,7 +545,9 @@ class TL:
 
     def _operand(self, x: Any, loc: SourceLoc) -> Any:
         if isinstance(x, TensorHandle):
-            return x.data
+            if x.buffer is not None and x.buffer.freed:
+                self._recycled(x)
+            return x._data
         if isinstance(x, np.ndarray | int | float | np.generic):
             return x
         raise self._error(
