@@ -6,6 +6,8 @@ Kernels mark lines with ``# <- name`` comments; ``line`` finds them in this file
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -202,3 +204,28 @@ def test_a_recycled_tensor_still_raises_on_internal_use():
 
     with pytest.raises(RecycledBufferError):
         run_kernel(recycled, (0,), config=CFG)
+
+
+# --- replay, events view and export take HOST_READ in stride ------------------------------
+
+
+def test_a_host_read_is_described_replayed_and_exported(tmp_path):
+    from chrome_trace_validator import problems
+
+    from kbdebug.export.chrome import write_chrome
+    from kbdebug.ui.queries import event_text
+
+    path = tmp_path / "paged.kbt"
+    run_kernel(paged, (0, 4096, 3), config=CFG, memory=paged_memory(3), trace=path)
+    replay = Replay.open(path)
+    c = replay.index.columns
+    (i,) = np.flatnonzero(c.kind == Kind.HOST_READ).tolist()
+    assert event_text(replay, i) == "PE 0 host read of future 0"
+    replay.seek(i + 1)
+    assert replay.state.pes[0].status == "running"
+    replay.seek(replay.n_events)
+    write_chrome(replay, tmp_path / "paged.json")
+    doc = json.loads((tmp_path / "paged.json").read_text())
+    assert problems(doc) == []
+    reads = [e for e in doc["traceEvents"] if e.get("name") == "host read"]
+    assert [e["args"] for e in reads] == [{"future": 0}]

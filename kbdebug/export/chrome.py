@@ -650,6 +650,10 @@ class _Exporter:
             source = f',"source":{self.locs_js[loc]}' if loc >= 0 else ""
             instant(int(c.pe[i]), int(c.time[i]), "t", "deadlock", "error",
                     f'"future":{int(c.fut[i])}{source}')  # fmt: skip
+        # The kernel read tensor values on the host (future -1: a computed tensor).
+        for i in np.flatnonzero(c.kind == Kind.HOST_READ).tolist():
+            instant(int(c.pe[i]), int(c.time[i]), "t", "host read", "host_read",
+                    f'"future":{int(c.fut[i])}')  # fmt: skip
         for finding in self.findings:
             args = {
                 "id": finding.id,

@@ -253,6 +253,10 @@ class Replay:
                 parts.append(f"addr {values['addr']:#x}")
             shape = "x".join(str(d) for d in values["shape"])
             parts.append(f"{shape} {values['dtype']} ({values['nbytes']} B)")
+        elif kind == Kind.HOST_READ:
+            # The kernel read tensor values on the host: what it issues next may depend on them.
+            future = values["future"]
+            parts.append(f"of future {future}" if future >= 0 else "of a computed tensor")
         else:
             for name, value in values.items():
                 if name == "channel":
@@ -263,7 +267,8 @@ class Replay:
                     parts.append(f"{name} {value}")
         loc = values.get("loc")
         where = f" at {loc}" if isinstance(loc, SourceLoc) else ""
-        return f"#{i} t={time} PE{pe} {kind.name.lower()} {' '.join(parts)}{where}"
+        name = "host read" if kind == Kind.HOST_READ else kind.name.lower()
+        return f"#{i} t={time} PE{pe} {name} {' '.join(parts)}{where}"
 
     def channel_name(self, channel: int) -> str:
         channels = self.index.channels
