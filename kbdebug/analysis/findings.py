@@ -83,7 +83,7 @@ RULES = {
     "KB109": "recv-waited-before-work",
 }
 #: A finding is reported when fixing it saves at least this share of its PE's kernel time.
-MIN_SHARE = 0.02
+MIN_SHARE = 0.03
 #: Work between a load's issue and its wait below this share of transfer + latency is none.
 IMMEDIATE_MAX_WORK = 0.1
 #: KB106: bound / achieved below this, unexplained by the other findings, is flagged.
