@@ -167,7 +167,7 @@ class SourceView(RowView):
 
 #: Lines of an embedded source shown: highlighting two million lines would leave the
 #: screen blank for minutes; a kernel file is a few hundred.
-MAX_SOURCE_LINES = 20_000
+MAX_SOURCE_LINES = 5_000
 #: Characters of one source line shown.
 MAX_LINE_CHARS = 1_000
 
