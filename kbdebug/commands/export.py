@@ -50,9 +50,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     trace = Path(args.trace)
     output = Path(args.output) if args.output else trace.with_suffix(".json")
-    if output.resolve() == trace.resolve():
-        raise UserError(f"{output}: the output would overwrite the trace")
+    # Open the trace first: it names a bad input (a symlink loop, a FIFO) in one line.
     replay = open_replay(trace)
+    try:
+        same = output.resolve() == trace.resolve()
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop in the output path
+        raise UserError(f"{output}: cannot resolve the path: {e}") from None
+    if same:
+        raise UserError(f"{output}: the output would overwrite the trace")
     out = Output(output, what="a kbdebug export", ours=_is_export, force=args.force)
     f = out.open("w", encoding="utf-8", newline="\n")
     try:
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         f"{replay.n_events:,} trace events at {stats.clock_mhz:g} MHz"
     )
     if stats.clock_assumed:
-        print(f"note: the trace names no clock; assumed {stats.clock_mhz:g} MHz")
+        print(f"note: the trace names no usable clock; assumed {stats.clock_mhz:g} MHz")
     if replay.status == "truncated":
         print(f"note: the trace is truncated; exported up to cycle {replay.end_time:,}")
     print("open it in https://ui.perfetto.dev or chrome://tracing")

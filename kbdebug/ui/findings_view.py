@@ -60,11 +60,13 @@ class FindingsView(RowView):
         finding = self.findings[row]
         where = short_loc(finding.loc) if finding.loc else ""
         n = finding.saving
-        cost = f"~{n:,} cycles" if n and n < 1_000_000 else f"~{cycles(n)} cycles" if n else ""
+        amount = f"{n:,}" if n < 1_000_000 else cycles(n)
+        # The estimated saving of the fix and its share of the PE's time: what to fix first.
+        cost = f"saves ~{amount} ({finding.share:.0%})" if n else ""
         rule = base + self.component_style("findings-view--rule")
         return [
             Segment(f" {finding.rule:<6}", rule),
-            Segment(f"{where:<18} PE{finding.pe:<3} {cost:>14}  {finding.title}", base),
+            Segment(f"{where:<18} PE{finding.pe:<3} {cost:>20}  {finding.title}", base),
         ]
 
     def render_line(self, y: int) -> Strip:
