@@ -62,22 +62,26 @@ class LocationCache:
             frame = frame.f_back
         if frame is None:
             return SourceLoc("<unknown>", 0, "<unknown>")
-        code = frame.f_code
+        code, line = frame.f_code, frame.f_lineno
+        if code is self.kernel_code:  # the hot path: a tl call in the kernel function
+            loc = self._locs.get((code, line))
+            return loc if loc is not None else self.of_frame(frame, line)
+        return self._in_helper(frame, code, line)
+
+    def _in_helper(self, frame: FrameType, code: CodeType, line: int) -> SourceLoc:
+        """The loc of a tl call outside the kernel function: inside a helper (called
+        directly or through others), with the kernel frame's line as its caller."""
         kernel_code = self.kernel_code
-        if code is kernel_code or kernel_code is None:
-            return self.of_frame(frame, frame.f_lineno)
-        # Inside a helper (called directly or through others): the kernel's frame,
-        # outwards, holds the line that called into it.
-        kernel = frame.f_back
+        kernel = frame.f_back if kernel_code is not None else None
         while kernel is not None and kernel.f_code is not kernel_code:
             kernel = kernel.f_back
         if kernel is None:
-            return self.of_frame(frame, frame.f_lineno)
-        key = (code, frame.f_lineno, kernel.f_lineno)
+            return self.of_frame(frame, line)
+        key = (code, line, kernel.f_lineno)
         loc = self._called.get(key)
         if loc is None:
             caller = self.of_frame(kernel, key[2])
-            loc = self.of_frame(frame, key[1])._replace(caller=caller)
+            loc = self.of_frame(frame, line)._replace(caller=caller)
             self._called[key] = loc
         return loc
 
