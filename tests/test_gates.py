@@ -16,6 +16,7 @@ import pytest
 
 from emulator import HardwareConfig, run_kernel
 from emulator.scenarios import decode_blocking, decode_prefetch
+from kbdebug.analysis.findings import MIN_SHARE
 from kbdebug.cli import main
 
 PAIR = HardwareConfig(mesh_rows=1, mesh_cols=2)
@@ -94,7 +95,7 @@ def test_report_without_a_gate_still_reports_an_incomplete_run(traces, capsys, n
     assert status == 0 and doc["complete"] is False and INCOMPLETE[name] in doc["incomplete"]
     assert doc["gate"] == {
         "selectors": [],
-        "min_saving": 0.02,
+        "min_saving": MIN_SHARE,
         "failed": False,
         "exit": 0,
         "matched": [],
