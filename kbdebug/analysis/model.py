@@ -166,20 +166,13 @@ class Program:
                 a = arrival.get(cmds[s], NEVER)
                 if a > t:
                     t = a
-            elif k == LOAD:
+            elif k == LOAD or k == STORE:
                 t += issue
-                i = reads.index(min(reads))
-                g = reads[i] if reads[i] > t else t
-                reads[i] = g + cycles[s]
-                a = g + cycles[s] + lat
-                arrival[cmds[s]] = a
-                if a > drain:
-                    drain = a
-            elif k == STORE:
-                t += issue
-                i = writes.index(min(writes))
-                g = writes[i] if writes[i] > t else t
-                writes[i] = g + cycles[s]
+                # The DMA channel of its side that frees up first (lowest index on ties).
+                free = reads if k == LOAD else writes
+                i = free.index(min(free))
+                g = free[i] if free[i] > t else t
+                free[i] = g + cycles[s]
                 a = g + cycles[s] + lat
                 arrival[cmds[s]] = a
                 if a > drain:
