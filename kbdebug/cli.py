@@ -19,6 +19,9 @@ SUBCOMMANDS = {
     "report": "kbdebug.commands.report",
     "export": "kbdebug.commands.export",
     "diff": "kbdebug.commands.diff",
+    "compare": "kbdebug.commands.compare",
+    "sweep": "kbdebug.commands.sweep",
+    "hw": "kbdebug.commands.hw",
 }
 
 EPILOG = """\
@@ -60,9 +63,14 @@ def build_parser(modules: dict[str, object] | None = None) -> argparse.ArgumentP
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     modules = _available()
-    # `kbdebug TRACE` and a bare `kbdebug` mean `kbdebug replay ...`.
-    if "replay" in modules and (not argv or (argv[0] not in modules and argv[0][:1] != "-")):
-        argv = ["replay", *argv]
+    # `kbdebug TRACE` and a bare `kbdebug` mean `kbdebug replay ...`; `kbdebug A B` means
+    # `kbdebug compare A B`.
+    if not argv or (argv[0] not in modules and argv[0][:1] != "-"):
+        positional = [a for a in argv if a[:1] != "-"]
+        if "compare" in modules and len(positional) == 2:
+            argv = ["compare", *argv]
+        elif "replay" in modules:
+            argv = ["replay", *argv]
     parser = build_parser(modules)
     args = parser.parse_args(argv)
     if args.command is None:
