@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,13 +145,24 @@ class KbdebugApp(App[int]):
     breakpoint_generation = var(0, init=False)
     """Bumped whenever breakpoints change so the source marks are redrawn."""
 
-    def __init__(self, path: str | None = None, replay: Replay | None = None) -> None:
-        """Debug ``replay``, or open the trace at ``path`` in a worker first."""
+    def __init__(
+        self,
+        path: str | None = None,
+        replay: Replay | None = None,
+        *,
+        rerun: Sequence[str] | None = None,
+    ) -> None:
+        """Debug ``replay``, or open the trace at ``path`` in a worker first.
+
+        ``rerun`` is the argv (without ``kbdebug``) of the ``kbdebug run ...`` that
+        recorded the trace; when given, a key runs it again and reloads the trace."""
         if path is None and replay is None:
             raise ValueError("KbdebugApp needs a path or a replay")
         super().__init__()
         self.path = path if path is not None else (replay.path or "trace")
         self.replay = replay
+        #: The ``kbdebug`` arguments that record this trace again, if known.
+        self.rerun: tuple[str, ...] | None = tuple(rerun) if rerun is not None else None
         #: Why the trace could not be opened (the app then exits with status 2).
         self.load_error: str | None = None
         #: Position saved by ``m``, where ``'`` goes.
