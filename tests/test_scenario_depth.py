@@ -1,4 +1,4 @@
-"""The pipelined scenarios' `depth` parameter: it reaches the kernel, and its default changes nothing."""
+"""Pipelined scenarios' `depth` parameter: it reaches the kernel; its default changes nothing."""
 
 from __future__ import annotations
 
