@@ -292,6 +292,7 @@ def _gemm_epilogue(
     tile: int,
     seed: int,
     config: HardwareConfig | None,
+    extra: tuple = (),
 ) -> Scenario:
     if m % tile:
         raise ValueError(f"m={m} must be a multiple of tile={tile}")
@@ -312,7 +313,7 @@ def _gemm_epilogue(
 
     return Scenario(
         kernel=kernel,
-        args=(a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale),
+        args=(a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale, *extra),
         grid=(1,),
         memory=mem,
         config=config or HardwareConfig(),
@@ -342,10 +343,19 @@ def gemm_pipeline(
     tile: int = 64,
     seed: int = 0,
     config: HardwareConfig | None = None,
+    depth: int = 2,
 ) -> Scenario:
-    """The same GEMM with a kernel-written depth-2 load_async pipeline (TilePipeline)."""
+    """The same GEMM with a kernel-written load_async pipeline (TilePipeline), depth tiles ahead."""
     return _gemm_epilogue(
-        gemm.gemm_epilogue_pipeline, gemm_pipeline.__doc__, m, k, n, tile, seed, config
+        gemm.gemm_epilogue_pipeline,
+        gemm_pipeline.__doc__,
+        m,
+        k,
+        n,
+        tile,
+        seed,
+        config,
+        _depth_arg(depth),
     )
 
 

@@ -7,8 +7,12 @@ import pytest
 from emulator.scenarios import SCENARIOS, parameters
 from kbdebug.cli import main
 
-PIPELINED = ["decode_prefetch", "prefill"]
-SMALL = {"decode_prefetch": {"n_tiles": 6}, "prefill": {"n_tiles": 6, "pes": 2}}
+PIPELINED = ["decode_prefetch", "prefill", "gemm_pipeline"]
+SMALL = {
+    "decode_prefetch": {"n_tiles": 6},
+    "prefill": {"n_tiles": 6, "pes": 2},
+    "gemm_pipeline": {"m": 384},
+}
 
 
 @pytest.mark.parametrize("name", PIPELINED)

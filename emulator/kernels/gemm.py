@@ -35,11 +35,12 @@ def gemm_epilogue_blocking(tl, a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, sca
             tl.store(c_ptr + j * tile * n * 4, c)
 
 
-def gemm_epilogue_pipeline(tl, a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale):
+def gemm_epilogue_pipeline(tl, a_ptr, b_ptr, bias_ptr, c_ptr, m, k, n, tile, scale, depth=2):
     """The same GEMM with a kernel-written depth-2 load_async pipeline over A's row tiles."""
     b = tl.load(b_ptr, (k, n), "f16")
     bias = tl.load(bias_ptr, (n,), "f32")
-    rows = TilePipeline(tl, [lambda j: (a_ptr + j * tile * k * 2, (tile, k), "f16")], m // tile)
+    a_rows = [lambda j: (a_ptr + j * tile * k * 2, (tile, k), "f16")]
+    rows = TilePipeline(tl, a_rows, m // tile, depth)
     for j in range(m // tile):
         with tl.scope():
             a = rows.next(0)
