@@ -14,13 +14,10 @@ import argparse
 import json
 import sys
 
-from kbdebug.analysis import findings_of, pe_bounds
-from kbdebug.analysis.align import LineMap
-from kbdebug.analysis.identity import with_stable_ids
-from kbdebug.analysis.select import incomplete
+from kbdebug.analysis.compare import Change, RunDiff, diff_replays
 from kbdebug.commands.report import EXIT_GATE, EXIT_INCOMPLETE, open_trace
-from kbdebug.export.diff import SCHEMA, Change, RunDiff, compare, kernel_warnings, to_json
-from kbdebug.replay.summary import Summary, summarize
+from kbdebug.export.diff import SCHEMA, to_json
+from kbdebug.replay.summary import Summary
 from kbdebug.safe_text import escape
 
 #: Source lines the text lists (largest stall first); --json has them all.
@@ -61,21 +58,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def diff_runs(a_path: str, b_path: str) -> RunDiff:
-    """Open both traces and compare them (UserError for a bad file)."""
-    a, b = open_trace(a_path), open_trace(b_path)
-    sa, sb = summarize(a), summarize(b)
-    return compare(
-        sa,
-        sb,
-        with_stable_ids(a.index, findings_of(a)),
-        with_stable_ids(b.index, findings_of(b)),
-        a_bounds=pe_bounds(a),
-        b_bounds=pe_bounds(b),
-        lines=LineMap(a.index, b.index),
-        a_incomplete=incomplete(a),
-        b_incomplete=incomplete(b),
-        warnings=kernel_warnings(a.index, b.index, sa, sb),
-    )
+    """Open both traces and compare them (UserError for a bad file): the comparison
+    ``kbdebug compare`` shows, from :mod:`kbdebug.analysis.compare`."""
+    return diff_replays(open_trace(a_path), open_trace(b_path))
 
 
 def run(args: argparse.Namespace) -> int:
