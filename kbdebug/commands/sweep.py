@@ -1,0 +1,305 @@
+"""`kbdebug sweep`: run a scenario over a grid of parameters and hardware, one worker per point."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from emulator.config import HardwareConfig
+from emulator.errors import ConfigError
+from kbdebug.commands.run import _accepted, _builder, _parse_setting
+from kbdebug.errors import UserError
+from kbdebug.safe_text import escape
+from kbdebug.sweep.grid import Axis, Point, format_value, parse_axis, points, trace_name
+from kbdebug.sweep.point import OK, PointTask
+from kbdebug.sweep.progress import Progress
+from kbdebug.sweep.results import TOLERANCE, Results
+
+DESCRIPTION = f"""\
+Run SCENARIO once per point of a grid and print one row per point: end cycle,
+critical-path bound and efficiency, stall cycles, DMA reads, the findings with
+their estimated savings, and the outcome (ok, kernel error, deadlock, ...).
+
+Each --grid KEY=V1,V2,... (or KEY=A..B for the integers A to B) ranges over a
+scenario parameter (depth, tile, n_tiles, ...) or a hardware field
+(hbm_latency, hbm_bytes_per_cycle, dma_read_channels, ...); the points are
+every combination, the first --grid varying slowest. --set and --config apply
+to every point, as in `kbdebug run`.
+
+The best point (smallest end cycle) is marked *, and, when depth is swept, the
+smallest depth within {TOLERANCE:.0%} of the best end cycle at the same other
+parameters is marked d: the depth the pipeline needs there.
+
+Each point runs in its own worker process (-j at once; default: the number of
+cores), or as a Ray task with --cluster: ray://HOST:PORT, auto (the cluster
+this machine is part of) or local (a Ray instance started here with -j CPUs);
+Ray is an optional extra: pip install 'kbdebug[cluster]'. The rows are the
+same whatever ran them. A point that fails is a row and the sweep goes on;
+Ctrl+C stops the points still running and prints those that finished (exit
+130). Workers return rows, never traces: a point's trace is deleted once read,
+or kept with --traces DIR under a name that says its parameters
+(SCENARIO.depth=2.hbm_latency=300.kbt); an existing file there is never
+replaced without --force.
+
+exit status: 0 at least one point ran ok; 1 none did; 2 bad input (nothing
+ran); 130 interrupted.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a scenario over a grid of parameters and hardware, in parallel",
+        description=DESCRIPTION,
+        epilog="examples:\n"
+        "  kbdebug sweep decode_prefetch --grid depth=1..4 --grid hbm_latency=300,500,800\n"
+        "  kbdebug sweep decode_prefetch --grid depth=1,2,4 --grid tile=32,64 --set n_tiles=256 "
+        "--csv > sweep.csv\n"
+        "  kbdebug sweep my_kernels.py:launch --grid block=64,128 --cluster ray://head:10001\n"
+        "  kbdebug sweep decode_prefetch --grid depth=1..6 --plot",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in name or FILE.py:FUNCTION")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a swept scenario parameter or hardware field, with its values (or KEY=A..B)",
+    )
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a scenario parameter or hardware field, the same for every point",
+    )
+    p.add_argument("--config", metavar="HW.toml", help="hardware configuration file")
+    p.add_argument(
+        "-j", "--jobs", type=int, metavar="N", help="points run at once (default: cores)"
+    )
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the points on Ray: ray://HOST:PORT, auto, or local (a Ray instance here)",
+    )
+    p.add_argument("--traces", metavar="DIR", help="keep every point's trace in DIR")
+    p.add_argument("--force", action="store_true", help="replace existing files in --traces DIR")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON (schema kbdebug.sweep/1)")
+    form.add_argument("--csv", action="store_true", help="print CSV, one line per point")
+    p.add_argument(
+        "--plot",
+        nargs="?",
+        const="end",
+        choices=("end", "efficiency"),
+        help="after the table, plot end cycle (or efficiency) against the first --grid "
+        "parameter, one series per value of the others",
+    )
+    p.add_argument("--no-check", action="store_true", help="skip the numpy reference check")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.plot and (args.json or args.csv):
+        raise UserError("--plot draws on the terminal: use it without --json or --csv")
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    if jobs < 1:
+        raise UserError(f"-j {jobs}: expected at least 1")
+    builder, name = _builder(args.scenario)
+    scenario_keys = _accepted(builder) - {"config"}
+    hw_fields = set(HardwareConfig.__dataclass_fields__)
+
+    def check_key(option: str, key: str) -> None:
+        if key not in scenario_keys and key not in hw_fields:
+            raise UserError(
+                f"{option} {escape(key, 80)}: not a parameter of {name} "
+                f"({', '.join(sorted(scenario_keys)) or 'none'}) nor a hardware field "
+                f"({', '.join(sorted(hw_fields))})"
+            )
+
+    if not args.grid:
+        raise UserError("nothing to sweep: give at least one --grid KEY=V1,V2,...")
+    axes = [parse_axis(text, _value) for text in args.grid]
+    for axis in axes:
+        check_key("--grid", axis.key)
+    settings: dict[str, Any] = {}
+    for text in args.settings:
+        key, value = _parse_setting(text)
+        check_key("--set", key)
+        if key in [a.key for a in axes]:
+            raise UserError(f"--set {key}: also swept by --grid {key}; give it once")
+        settings[key] = value
+    base = _base_config(args.config)
+    _check_hardware(base, settings, axes, hw_fields)
+    grid = points(axes)
+    directory = _traces_dir(args.traces) if args.traces else None
+    names = _trace_paths(directory, name, grid, args.force) if directory else {}
+
+    tasks = []
+    for point in grid:
+        values = {**settings, **dict(point.params)}
+        tasks.append(
+            PointTask(
+                index=point.index,
+                scenario=args.scenario,
+                params=tuple((k, v) for k, v in values.items() if k in scenario_keys),
+                hw=tuple((k, v) for k, v in values.items() if k in hw_fields),
+                base_config=None if base is None else tuple(base.to_dict().items()),
+                trace_path=names.get(point.index),
+                force=args.force,
+                check=not args.no_check,
+            )
+        )
+    backend = _backend(args.cluster, jobs)
+    results = Results(name, axes, grid, settings=settings)
+    progress = Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
+
+    def on_row(row) -> None:
+        results.add(row)
+        progress.row(row.outcome == OK)
+
+    try:
+        with _sigterm_as_interrupt():
+            backend.run(tasks, on_row, progress.tick)
+    except KeyboardInterrupt:
+        results.interrupted = True
+    finally:
+        progress.clear()
+
+    if args.json:
+        sys.stdout.write(results.json_text())
+    elif args.csv:
+        sys.stdout.write(results.csv_text())
+    else:
+        sys.stdout.write(results.table())
+        if directory is not None:
+            kept = sum(1 for _, r in results.finished() if r.trace)
+            print(f"traces: {kept} kept in {escape(str(directory), 300)}")
+        if args.plot:
+            width = min(shutil.get_terminal_size().columns, 120)
+            sys.stdout.write("\n")
+            sys.stdout.write(_plot(results, axes[0].key, args.plot, width, sys.stdout.isatty()))
+    sys.stdout.flush()
+    if results.interrupted:
+        raise UserError(
+            f"interrupted: {len(results.rows)} of {len(grid)} points finished "
+            "(listed above); the others were cancelled",
+            status=130,
+        )
+    return 0 if results.best() is not None else 1
+
+
+def _value(text: str) -> Any:
+    return _parse_setting(f"v={text}")[1]
+
+
+def _base_config(path: str | None) -> HardwareConfig | None:
+    if path is None:
+        return None
+    try:
+        return HardwareConfig.from_toml(path)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+
+
+def _check_hardware(
+    base: HardwareConfig | None, settings: dict[str, Any], axes: list[Axis], hw_fields: set[str]
+) -> None:
+    """Refuse a hardware value HardwareConfig would refuse, before any point runs."""
+    config = base or HardwareConfig()
+    fixed = {k: v for k, v in settings.items() if k in hw_fields}
+    try:
+        config = config.replace(**fixed)
+    except ConfigError as e:
+        raise UserError(f"--set: {e}") from None
+    for axis in axes:
+        if axis.key not in hw_fields:
+            continue
+        for value in axis.values:
+            try:
+                config.replace(**{axis.key: value})
+            except ConfigError as e:
+                raise UserError(f"--grid {axis.key}={format_value(value)}: {e}") from None
+
+
+def _traces_dir(text: str) -> Path:
+    directory = Path(text)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"--traces {escape(text, 300)}: exists and is not a directory") from None
+    except OSError as e:
+        raise UserError(f"--traces {escape(text, 300)}: {e.strerror or e}") from None
+    return directory
+
+
+def _trace_paths(directory: Path, name: str, grid: list[Point], force: bool) -> dict[int, str]:
+    """Each point's trace path; refuses (before anything runs) to replace a file."""
+    paths = {p.index: str(directory / trace_name(name, p)) for p in grid}
+    seen: dict[str, int] = {}
+    for index, path in paths.items():
+        if path in seen:
+            raise UserError(
+                f"--traces: points {seen[path]} and {index} would share the file name "
+                f"{escape(Path(path).name, 300)}"
+            )
+        seen[path] = index
+    if not force:
+        taken = [p for p in paths.values() if os.path.exists(p) and os.path.getsize(p) > 0]
+        if taken:
+            more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+            raise UserError(
+                f"{escape(taken[0], 300)} exists{more}; use --force to overwrite, or another "
+                "--traces DIR"
+            )
+    return paths
+
+
+def _backend(cluster: str | None, jobs: int):
+    if cluster is None:
+        from kbdebug.sweep.local import LocalBackend
+
+        return LocalBackend(jobs)
+    from kbdebug.sweep.cluster import RayBackend
+
+    return RayBackend(cluster, jobs)
+
+
+def _plot(results: Results, x_key: str, metric: str, width: int, color: bool) -> str:
+    try:
+        from kbdebug.sweep.plot import render
+
+        return render(results, x_key, metric, width=width, color=color)
+    except ImportError:
+        return "(--plot needs plotext: pip install plotext)\n"
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the sweep as Ctrl+C does (the finished rows are printed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,217 @@
+"""One point of a sweep, run where a worker is: build, record, analyse, return one small Row.
+
+This is the only code a worker process runs. It returns a :class:`Row` of plain
+numbers and strings; the trace stays on the worker's disk (deleted, or kept
+under ``--traces DIR``) and never travels back to the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from emulator.config import HardwareConfig
+from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelError
+from emulator.scenarios import Scenario
+from emulator.trace.writer import TraceWriter
+from kbdebug.analysis import findings_of, pe_bounds, with_stable_ids
+from kbdebug.errors import UserError
+from kbdebug.outputs import Output
+from kbdebug.replay import Replay
+from kbdebug.replay.summary import summarize
+
+#: Outcomes of a point; only "ok" points compete for the best.
+OK = "ok"
+KERNEL_ERROR = "kernel error"
+DEADLOCK = "deadlock"
+CHECK_FAILED = "check failed"
+REFUSED = "refused"  # the launch was refused before it ran (a bad parameter value)
+ERROR = "error"  # anything else the point raised (an emulator or analysis bug)
+CRASHED = "crashed"  # the worker died (killed, out of memory) without a row
+OUTCOMES = (OK, KERNEL_ERROR, DEADLOCK, CHECK_FAILED, REFUSED, ERROR, CRASHED)
+#: A point's error message is cut to this many characters (it comes from kernels).
+MESSAGE_CHARS = 500
+
+
+class Cancelled(BaseException):
+    """The sweep was cancelled while this point ran (SIGTERM in a worker)."""
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """Everything a worker needs for one point: plain data, cheap to pickle."""
+
+    index: int
+    #: The scenario as the user gave it: a built-in name or FILE.py:FUNCTION.
+    scenario: str
+    #: Scenario parameters (--set and this point's grid values for them).
+    params: tuple[tuple[str, Any], ...]
+    #: HardwareConfig fields set by --set or this point's grid values.
+    hw: tuple[tuple[str, Any], ...]
+    #: The --config file's fields (None: no --config), read once by the parent.
+    base_config: tuple[tuple[str, Any], ...] | None
+    #: Where to keep the trace (None: a temporary file, deleted once analysed).
+    trace_path: str | None = None
+    force: bool = False
+    check: bool = True
+
+
+@dataclass(frozen=True)
+class Row:
+    """What one point did; identical whatever worker or backend ran it."""
+
+    index: int
+    outcome: str
+    #: One line saying what went wrong (None for ok); text from a kernel: escape to show.
+    message: str | None = None
+    end_cycle: int | None = None
+    #: Critical-path lower bound of the run: the largest PE start + bound.
+    bound: int | None = None
+    #: bound / end_cycle.
+    efficiency: float | None = None
+    stall_cycles: int | None = None
+    dma_read_count: int | None = None
+    #: (finding id, estimated saving in cycles), largest saving first; None when the
+    #: diagnosis failed on this trace (``message`` says how), the other numbers standing.
+    findings: tuple[tuple[str, int], ...] | None = ()
+    #: The kept trace (--traces), else None.
+    trace: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.findings is not None:
+            out["findings"] = [{"id": i, "saving": s} for i, s in self.findings]
+        return out
+
+
+def run_point(task: PointTask) -> Row:
+    """Run one point and return its Row; any failure becomes the Row's outcome.
+
+    Only :class:`Cancelled` (the sweep being stopped) escapes, after removing
+    whatever partial trace the point had written.
+    """
+    try:
+        return _run(task)
+    except (Cancelled, KeyboardInterrupt):
+        raise
+    except UserError as e:
+        return Row(task.index, REFUSED, _one_line(str(e)))
+    except Exception as e:  # one point's bug must not stop the sweep: it is its row
+        return Row(task.index, ERROR, _one_line(f"{type(e).__name__}: {e}"))
+
+
+def build(task: PointTask) -> Scenario:
+    """The point's launch, with its parameters and hardware applied as ``kbdebug run`` does.
+
+    Raises UserError when the launch is refused (a bad value, a hardware field the
+    scenario sets itself).
+    """
+    from kbdebug.commands.run import _accepted, _builder  # the one loader `run` uses too
+
+    builder, name = _builder(task.scenario)
+    accepted = _accepted(builder)
+    params, hw = dict(task.params), dict(task.hw)
+    try:
+        config = (
+            HardwareConfig.from_dict(dict(task.base_config), source="--config")
+            if task.base_config is not None
+            else HardwareConfig()
+        )
+        if hw:
+            config = config.replace(**hw)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    if "config" in accepted:
+        params["config"] = config
+    try:
+        scenario = builder(**params)
+    except (TypeError, ValueError, EmulatorError) as e:
+        raise UserError(f"{name}: {e}") from None
+    if not isinstance(scenario, Scenario):
+        raise UserError(f"{name} returned {type(scenario).__name__}, expected a Scenario")
+    if "config" not in accepted and (hw or task.base_config is not None):
+        mesh = {"mesh_rows": scenario.config.mesh_rows, "mesh_cols": scenario.config.mesh_cols}
+        scenario.config = config.replace(**{**mesh, **hw})
+    for key, value in hw.items():
+        if getattr(scenario.config, key) != value:
+            raise UserError(f"{name} sets {key} to {getattr(scenario.config, key)} itself")
+    return scenario
+
+
+def _run(task: PointTask) -> Row:
+    scenario = build(task)
+    out: Output | None = None
+    if task.trace_path is not None:
+        # Never replaces a file that was there (the parent checked; checked again on commit).
+        out = Output(
+            task.trace_path, what="a file this sweep wrote", ours=lambda _: False, force=task.force
+        )
+        handle = out.open("wb", buffering=0)
+        path = str(out.path)
+    else:
+        fd, path = tempfile.mkstemp(prefix="kbdebug-sweep-", suffix=".kbt")
+        handle = os.fdopen(fd, "wb", buffering=0)
+    try:
+        writer = TraceWriter(handle)
+        outcome, message = OK, None
+        try:
+            scenario.run(recorder=writer)
+        except DeadlockError as e:
+            outcome, message = DEADLOCK, str(e)
+        except KernelError as e:
+            outcome, message = KERNEL_ERROR, str(e)
+        except EmulatorError as e:
+            outcome, message = ERROR, str(e)
+        finally:
+            writer.close()
+            handle.close()
+        if outcome != OK and writer.events == 0:
+            return Row(task.index, REFUSED, _one_line(f"{message} (nothing ran)"))
+        row = _analyse(task.index, path, outcome, message)
+        if row.outcome == OK and task.check and scenario.check is not None:
+            try:
+                scenario.check(scenario.memory)
+            except AssertionError as e:
+                row = replace(row, outcome=CHECK_FAILED, message=_one_line(str(e)))
+        if out is not None:
+            out.commit()
+            row = replace(row, trace=str(out.target))
+            out = None
+        return row
+    finally:
+        if out is not None:
+            out.discard()
+        elif task.trace_path is None:
+            os.unlink(path)
+
+
+def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
+    """The row's numbers, read back from the trace as ``kbdebug report`` reads them."""
+    replay = Replay.open(path)
+    summary = summarize(replay)
+    row = Row(
+        index,
+        outcome,
+        None if message is None else _one_line(message),
+        end_cycle=int(summary.end_time),
+        stall_cycles=int(summary.stall_cycles),
+        dma_read_count=int(summary.counts.get("dma_read_count", 0)),
+    )
+    if outcome != OK:
+        return row  # the bound and findings of a run that did not complete cover only part
+    bounds = pe_bounds(replay)
+    bound = max((b.start + b.bound for b in bounds), default=0)
+    row = replace(row, bound=int(bound), efficiency=bound / row.end_cycle if row.end_cycle else 1.0)
+    try:
+        findings = with_stable_ids(replay.index, findings_of(replay))
+    except Exception as e:  # the run's numbers stand without its diagnosis: keep them
+        return replace(row, findings=None, message=_one_line(f"findings: {type(e).__name__}: {e}"))
+    ranked = sorted(findings, key=lambda f: (-f.saving, f.id))
+    return replace(row, findings=tuple((f.id, int(f.saving)) for f in ranked))
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."

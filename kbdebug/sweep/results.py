@@ -1,0 +1,246 @@
+"""A sweep's results: the best point, the depth each setting needs, and the table, JSON and CSV.
+
+Everything here depends only on the points and their rows, sorted by point, so
+the output is the same whatever ran them (``-j 1``, ``-j 8``, Ray).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbdebug.safe_text import escape
+from kbdebug.sweep.grid import Axis, Point, format_value
+from kbdebug.sweep.point import OK, Row
+
+SCHEMA = "kbdebug.sweep/1"
+#: A depth is enough when its end cycle is within this share of the best one.
+TOLERANCE = 0.02
+#: The parameter whose smallest sufficient value is marked.
+DEPTH = "depth"
+#: Findings the text table lists per point (JSON and CSV list all).
+TABLE_FINDINGS = 3
+
+
+@dataclass
+class Results:
+    """The points of a sweep and the rows of those that finished."""
+
+    scenario: str
+    axes: list[Axis]
+    points: list[Point]
+    #: Row by point index; a point without one did not finish (the sweep was interrupted).
+    rows: dict[int, Row] = field(default_factory=dict)
+    interrupted: bool = False
+    #: --set values, for the JSON document.
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, row: Row) -> None:
+        self.rows[row.index] = row
+
+    def finished(self) -> list[tuple[Point, Row]]:
+        """The points that have a row, in grid order."""
+        return [(p, self.rows[p.index]) for p in self.points if p.index in self.rows]
+
+    def best(self) -> int | None:
+        """The ok point with the smallest end cycle (the first in grid order on a tie)."""
+        ok = [(r.end_cycle, p.index) for p, r in self.finished() if _ok(r)]
+        return min(ok)[1] if ok else None
+
+    def depth_needed(self) -> list[tuple[dict[str, Any], int]]:
+        """For each setting of the other parameters: the smallest depth within TOLERANCE
+        of the best end cycle at that setting, as (other parameters, point index).
+
+        Empty when ``depth`` is not swept.
+        """
+        if DEPTH not in [a.key for a in self.axes]:
+            return []
+        groups: dict[tuple, list[tuple[Point, Row]]] = {}
+        for p, r in self.finished():
+            if _ok(r):
+                others = tuple((k, v) for k, v in p.params if k != DEPTH)
+                groups.setdefault(others, []).append((p, r))
+        out = []
+        for others, members in groups.items():
+            best_end = min(r.end_cycle for _, r in members)
+            enough = [
+                (p.value(DEPTH), p.index)
+                for p, r in members
+                if r.end_cycle <= best_end * (1 + TOLERANCE)
+            ]
+            out.append((dict(others), min(enough, key=_depth_order)[1]))
+        return sorted(out, key=lambda item: item[1])
+
+    # --- output -----------------------------------------------------------------------
+
+    def table(self) -> str:
+        """The text table, one line per finished point, then the best and depth lines."""
+        best = self.best()
+        needed = {i for _, i in self.depth_needed()}
+        keys = [a.key for a in self.axes]
+        header = ["", *keys, "end cycle", "bound", "eff", "stall", "reads", "outcome", "findings"]
+        lines = []
+        for p, r in self.finished():
+            mark = ("*" if p.index == best else "") + ("d" if p.index in needed else "")
+            lines.append(
+                [
+                    mark,
+                    *(escape(format_value(v), 40) for _, v in p.params),
+                    _int(r.end_cycle),
+                    _int(r.bound),
+                    "-" if r.efficiency is None else f"{100 * r.efficiency:.0f} %",
+                    _int(r.stall_cycles),
+                    _int(r.dma_read_count),
+                    r.outcome,
+                    _findings_cell(r),
+                ]
+            )
+        widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
+        numeric = set(range(1, len(header) - 2))
+        out = []
+        for row in [header, *lines]:
+            cells = [
+                cell.rjust(w) if i in numeric else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            ]
+            out.append("  ".join(cells).rstrip())
+        out.extend(self._notes(best))
+        return "\n".join(out) + "\n"
+
+    def _notes(self, best: int | None) -> list[str]:
+        notes = []
+        by_index = {p.index: (p, r) for p, r in self.finished()}
+        if best is not None:
+            p, r = by_index[best]
+            notes.append(f"* best: {escape(p.label(), 200)}, end cycle {r.end_cycle:,}")
+        else:
+            notes.append("no point completed ok: no best")
+        needed = self.depth_needed()
+        if needed:
+            notes.append(
+                f"d depth needed: the smallest depth within {TOLERANCE:.0%} of the best end "
+                "cycle at the same other parameters"
+            )
+            for others, index in needed:
+                p, r = by_index[index]
+                where = " ".join(f"{k}={format_value(v)}" for k, v in others.items())
+                notes.append(
+                    f"  {escape(where or 'all points', 200)}: depth "
+                    f"{escape(format_value(p.value(DEPTH)), 40)} (end cycle {r.end_cycle:,})"
+                )
+        for p, r in self.finished():
+            if r.message is not None:
+                notes.append(f"point {escape(p.label(), 200)}: {escape(r.message, 500)}")
+        return notes
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``kbdebug.sweep/1`` document."""
+        best = self.best()
+        needed = self.depth_needed()
+        needed_index = {i for _, i in needed}
+        rows = []
+        for p, r in self.finished():
+            doc = {"index": p.index, "params": dict(p.params), **r.to_dict()}
+            doc["best"] = p.index == best
+            doc["depth_needed"] = p.index in needed_index
+            rows.append(doc)
+        return {
+            "schema": SCHEMA,
+            "scenario": self.scenario,
+            "settings": self.settings,
+            "grid": [{"key": a.key, "values": list(a.values)} for a in self.axes],
+            "points": len(self.points),
+            "finished": len(self.rows),
+            "interrupted": self.interrupted,
+            "best": best,
+            "depth_needed": [{"others": o, "index": i} for o, i in needed],
+            "rows": rows,
+        }
+
+    def json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2, default=str) + "\n"
+
+    def csv_text(self) -> str:
+        """One CSV line per finished point; text from traces has its control characters
+        escaped (a CSV is often read on a terminal)."""
+        best = self.best()
+        needed = {i for _, i in self.depth_needed()}
+        keys = [a.key for a in self.axes]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(
+            [
+                "index",
+                *keys,
+                "outcome",
+                "end_cycle",
+                "bound",
+                "efficiency",
+                "stall_cycles",
+                "dma_read_count",
+                "findings",
+                "best",
+                "depth_needed",
+                "trace",
+                "message",
+            ]
+        )
+        for p, r in self.finished():
+            findings = (
+                ""
+                if r.findings is None
+                else ";".join(f"{escape(i, 1000)}={s}" for i, s in r.findings)
+            )
+            writer.writerow(
+                [
+                    p.index,
+                    *(escape(format_value(v), 200) for _, v in p.params),
+                    r.outcome,
+                    _blank(r.end_cycle),
+                    _blank(r.bound),
+                    "" if r.efficiency is None else repr(r.efficiency),
+                    _blank(r.stall_cycles),
+                    _blank(r.dma_read_count),
+                    findings,
+                    int(p.index == best),
+                    int(p.index in needed),
+                    "" if r.trace is None else escape(r.trace, 1000),
+                    "" if r.message is None else escape(r.message, 1000),
+                ]
+            )
+        return buf.getvalue()
+
+
+def _ok(row: Row) -> bool:
+    return row.outcome == OK and row.end_cycle is not None
+
+
+def _depth_order(item: tuple[Any, int]) -> tuple:
+    """Numbers by value, anything else after them in grid order."""
+    value, index = item
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    return (0, value, index) if numeric else (1, 0, index)
+
+
+def _int(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _blank(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _findings_cell(row: Row) -> str:
+    """``KB106 -4,048, KB107 -242``: rule codes with their estimated savings."""
+    if row.findings is None:
+        return "(diagnosis failed)"
+    if row.outcome != OK:
+        return ""
+    cells = [f"{escape(i.split(':', 1)[0], 12)} -{s:,}" for i, s in row.findings[:TABLE_FINDINGS]]
+    more = len(row.findings) - TABLE_FINDINGS
+    if more > 0:
+        cells.append(f"+{more} more")
+    return ", ".join(cells) if cells else "none"
