@@ -361,6 +361,10 @@ class CallMap:
         k = int(np.searchsorted(mine, event, side="right"))
         return int(mine[k - 1]) if k else None
 
+    def calls_of(self, run: str, pe: int) -> np.ndarray:
+        """The sorted event indices of ``pe``'s tl calls in ``run``."""
+        return self._runs[run].of_pe(pe)
+
     def calls(self, run: str) -> np.ndarray:
         """The sorted event indices of ``run``'s ("a" or "b") tl calls."""
         return self._runs[run].events

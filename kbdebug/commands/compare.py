@@ -1,0 +1,55 @@
+"""kbdebug compare A B (or ``kbdebug A.kbt B.kbt``): two runs in one app, linked by call."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from emulator.trace.errors import TraceFormatError
+from kbdebug.commands.replay import _os_error, check_header
+from kbdebug.errors import UserError
+from kbdebug.safe_text import escape
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "compare",
+        help="open two traces side by side: before and after a fix (also: kbdebug A.kbt B.kbt)",
+        description="Open run A (before) and run B (after) in one app: A's lanes above B's on "
+        "one time axis, cursors linked call by call (the same source call, matched across "
+        "edits, the same occurrence), stall per source line in both, the future under the "
+        "cursor in both, findings fixed / new / still there. Press ? in the app for its keys.",
+        epilog="example:\n  kbdebug traces/flawed_prefetch.kbt traces/decode_prefetch.kbt",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("a", metavar="A", help="the trace before (baseline)")
+    parser.add_argument("b", metavar="B", help="the trace after")
+    return parser
+
+
+def open_run(path_text: str):
+    """Check and open one trace for the app; UserError (one line naming it) if it is no trace."""
+    from kbdebug.replay import Replay
+
+    path = Path(path_text)
+    if path.is_dir():
+        raise UserError(f"{escape(str(path), 512)}: is a directory, not a trace")
+    try:
+        check_header(path)
+    except UserError as e:
+        # Its message quotes the path, which may hold control characters.
+        raise UserError(escape(str(e), 1024)) from None
+    try:
+        return Replay.open(path)
+    except TraceFormatError as e:
+        raise UserError(escape(" ".join(str(e).split()), 1024)) from None
+    except OSError as e:
+        raise UserError(escape(_os_error(e, path), 1024)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    a, b = open_run(args.a), open_run(args.b)
+    from kbdebug.ui.compare_app import CompareApp
+
+    CompareApp(a, b).run()
+    return 0
