@@ -405,8 +405,13 @@ async def test_timeline_shows_a_lane_per_channel_in_use_and_the_kernel_and_scrat
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        labels = [line[:12].strip() for line in lines(app.query_one(Timeline))[1:]]
+        timeline = lines(app.query_one(Timeline))[1:7]
+        labels = [line[:12].strip() for line in timeline]
         assert labels == ["PE0 kernel", "rd0", "wr0", "gemm", "math", "scratch"]
+        # Each label gives its level over the window: busy shares, scratch peak/capacity.
+        levels = [line[12:20].strip() for line in timeline]
+        assert levels[:5] == ["25%", "30%", "<1%", "22%", "2%"]
+        assert levels[5] == "34K/1M"
 
 
 # --- the panes -------------------------------------------------------------------------

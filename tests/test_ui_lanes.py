@@ -43,7 +43,16 @@ def test_busy_fraction_of_a_column_is_the_share_of_its_cycles_covered(pairs, wid
 def test_an_interval_inside_one_column_still_shows():
     busy = L.Intervals(np.array([10]), np.array([11]), np.array([0]))
     cells = L.ChannelLane(0, "rd0", "dma_read", 0, busy=busy).cells(np.array([0.0, 100.0, 200.0]))
-    assert cells.tolist() == [L.LIGHT, L.IDLE]
+    assert cells.tolist() == [L.LEVEL + 1, L.LEVEL]
+
+
+def test_channel_bar_height_is_the_busy_share_in_eighths():
+    busy = L.Intervals(np.array([0, 100]), np.array([50, 200]), np.array([0, 1]))
+    lane = L.ChannelLane(0, "rd0", "dma_read", 0, busy=busy)
+    cells = lane.cells(np.array([0.0, 100.0, 200.0, 300.0]))
+    assert cells.tolist() == [L.LEVEL + 4, L.LEVEL + 8, L.LEVEL]
+    assert lane.level(0.0, 300.0) == "50%"
+    assert lane.level(0.0, 100_000.0) == "<1%"
 
 
 def test_flawed_prefetch_has_kernel_read_write_gemm_math_and_scratch_lanes():
@@ -77,20 +86,36 @@ def test_read_channel_is_full_while_a_load_holds_it():
     load = int(np.flatnonzero(k.grant >= 0)[0])
     grant, release = int(time[k.grant[load]]), int(time[k.release[load]])
     lane = next(lane for lane in data.lanes if lane.channel == int(k.channel[load]))
-    assert set(lane.cells(np.arange(grant, release + 1, dtype=np.float64)).tolist()) == {L.FULL}
+    cells = lane.cells(np.arange(grant, release + 1, dtype=np.float64))
+    assert set(cells.tolist()) == {L.LEVEL + 8}
+    assert lane.level(grant, release) == "100%"
 
 
-def test_scratch_lane_peaks_where_the_level_peaks():
+def test_scratch_lane_is_scaled_to_capacity_and_labelled_with_peak_over_capacity():
     replay = fresh("flawed_prefetch")
     lane = L.build_timeline(replay).lanes[-1]
     c = replay.index.columns
     scratch = np.flatnonzero((c.kind == Kind.SCRATCH_ALLOC) | (c.kind == Kind.SCRATCH_FREE))
-    peak = scratch[np.argmax(c.val[scratch])]
+    peak = int(c.val[scratch].max())
+    capacity = replay.index.header["config"]["scratch_bytes"]
+    assert lane.capacity == capacity == 1 << 20
     whole = lane.cells(np.array([0.0, float(replay.end_time + 1)]))
-    assert whole.tolist() == [L.LEVEL + 8]
+    # 34 KiB of 1 MiB is the lowest bar, not a full one.
+    assert whole.tolist() == [L.LEVEL + int(np.ceil(8 * peak / capacity))] == [L.LEVEL + 1]
     before = lane.cells(np.array([0.0, float(c.time[scratch[0]])]))
     assert before.tolist() == [L.LEVEL]
-    assert c.val[peak] == lane.capacity
+    assert lane.level(0.0, float(replay.end_time)) == f"{L.size_text(peak)}/1M"
+    assert L.size_text(peak) == f"{round(peak / 1024)}K"
+
+
+def test_kernel_label_gives_the_share_it_ran_without_stalling():
+    replay = fresh("flawed_prefetch")
+    kernel = L.build_timeline(replay).lanes[0]
+    f = replay.index.futures
+    stalled = int(f.stall[f.stall > 0].sum())
+    share = kernel.share(0.0, float(replay.end_time))
+    assert abs(share - (1 - stalled / (kernel.end - kernel.start))) < 0.01
+    assert kernel.level(0.0, float(replay.end_time)) == f"{share:.0%}"
 
 
 def test_future_span_runs_from_issue_to_resolution_on_its_pe_and_channel():

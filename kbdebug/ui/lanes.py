@@ -14,11 +14,11 @@ import numpy as np
 from emulator.trace.schema import Kind
 from kbdebug.replay import Replay
 
-#: Cell codes a lane can show in a column.
+#: Cell codes a lane can show in a column (FULL: the selected future's transfer).
 IDLE, LIGHT, MEDIUM, HEAVY, FULL = range(5)
 #: Kernel lane cell codes.
 NOT_STARTED, RUNNING, STALLING, STALLED, ENDED, FAILED = range(10, 16)
-#: Scratch lane cell codes: LEVEL + eighths (0..8).
+#: Channel and scratch lane cell codes: LEVEL + eighths (0..8) of busy share or capacity.
 LEVEL = 20
 
 _CHANNEL_ORDER = {"dma_read": 0, "dma_write": 1, "gemm": 2, "math": 3, "ipcq": 4}
@@ -65,20 +65,44 @@ class Intervals:
         """Whether any interval (even a zero-length one) falls in each column."""
         if not len(self.starts):
             return np.zeros(len(edges) - 1, dtype=bool)
-        started = np.searchsorted(self.starts, edges[1:], side="left")
-        ended = np.searchsorted(self.ends, edges[:-1], side="left")
-        # An interval ending before a column starts is not in it; ``ends`` sorted because
-        # the intervals do not overlap.
-        return started > ended
+        lo, hi = edges[:-1], edges[1:]
+        # A [start, end) interval is in [lo, hi) when start < hi and end > lo; ``ends`` is
+        # sorted too because the intervals do not overlap.
+        started = np.searchsorted(self.starts, hi, side="left")
+        ended = np.searchsorted(self.ends, lo, side="right")
+        touching = started > ended
+        points = self.starts[self.ends == self.starts]
+        if len(points):
+            touching |= np.searchsorted(points, hi, "left") > np.searchsorted(points, lo, "left")
+        return touching
 
 
-def _shade(fraction: np.ndarray, touching: np.ndarray) -> np.ndarray:
-    codes = np.full(len(fraction), IDLE, dtype=np.int8)
-    codes[touching | (fraction > 0)] = LIGHT
-    codes[fraction >= 0.34] = MEDIUM
-    codes[fraction >= 0.67] = HEAVY
-    codes[fraction >= 0.999] = FULL
-    return codes
+def _eighths(fraction: np.ndarray, touching: np.ndarray) -> np.ndarray:
+    """A bar height per column: LEVEL + the busy share in eighths, rounded, at least one
+    eighth where anything ran (a 1-cycle transfer in a 1,000-cycle column still shows)."""
+    eighths = np.rint(8 * np.clip(fraction, 0.0, 1.0)).astype(np.int8)
+    eighths[(touching | (fraction > 0)) & (eighths == 0)] = 1
+    return LEVEL + eighths
+
+
+def size_text(n: int) -> str:
+    """Bytes in at most four characters where it can: 512, 32K, 1.5M, 1M."""
+    n = int(n)
+    for scale, suffix in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if n >= scale:
+            value = n / scale
+            text = f"{value:.1f}" if value < 9.95 else f"{value:.0f}"
+            return text.removesuffix(".0") + suffix
+    return str(n)
+
+
+def _share_text(share: float | None) -> str:
+    """A busy share as a label shows it: 62%, <1%, or nothing when there is no window."""
+    if share is None:
+        return ""
+    if 0 < share < 0.005:
+        return "<1%"
+    return f"{share:.0%}"
 
 
 @dataclass
@@ -95,6 +119,10 @@ class Lane:
         """A cell code per column between consecutive ``edges`` (cycles)."""
         raise NotImplementedError
 
+    def level(self, start: float, end: float) -> str:
+        """What the label says of cycles ``start`` .. ``end``: a busy share, a level."""
+        return ""
+
 
 @dataclass
 class ChannelLane(Lane):
@@ -103,7 +131,16 @@ class ChannelLane(Lane):
     busy: Intervals | None = None
 
     def cells(self, edges: np.ndarray) -> np.ndarray:
-        return _shade(self.busy.fraction(edges), self.busy.touching(edges))
+        return _eighths(self.busy.fraction(edges), self.busy.touching(edges))
+
+    def share(self, start: float, end: float) -> float | None:
+        """The share of cycles ``start`` .. ``end`` the channel was held."""
+        if end <= start:
+            return None
+        return float(self.busy.fraction(np.array([start, end], dtype=np.float64))[0])
+
+    def level(self, start: float, end: float) -> str:
+        return _share_text(self.share(start, end))
 
 
 @dataclass
@@ -126,6 +163,18 @@ class KernelLane(Lane):
         after = lo >= self.end
         codes[after] = FAILED if self.outcome in ("error", "deadlocked") else ENDED
         return codes
+
+    def share(self, start: float, end: float) -> float | None:
+        """The share of the kernel's time within ``start`` .. ``end`` it ran, not stalled
+        in a tl.wait; None when the kernel did not run then."""
+        lo, hi = max(start, self.start), min(end, self.end)
+        if hi <= lo:
+            return None
+        stalled = float(self.stalls.fraction(np.array([lo, hi], dtype=np.float64))[0])
+        return 1.0 - stalled
+
+    def level(self, start: float, end: float) -> str:
+        return _share_text(self.share(start, end))
 
 
 @dataclass
@@ -154,6 +203,20 @@ class ScratchLane(Lane):
             )
         eighths = np.ceil(8 * peak / max(self.capacity, 1)).clip(0, 8).astype(np.int8)
         return LEVEL + eighths
+
+    def peak(self, start: float, end: float) -> int:
+        """The most bytes in use at any moment of cycles ``start`` .. ``end``."""
+        times, levels = self.times, self.levels
+        if not len(times):
+            return 0
+        lo = int(np.searchsorted(times, start, side="left"))
+        hi = int(np.searchsorted(times, end, side="left"))
+        entering = int(levels[lo - 1]) if lo > 0 else 0
+        return max(entering, int(levels[lo:hi].max(initial=0)))
+
+    def level(self, start: float, end: float) -> str:
+        """``32K/1M``: the peak in the window against the capacity."""
+        return f"{size_text(self.peak(start, end))}/{size_text(self.capacity)}"
 
 
 @dataclass
@@ -187,6 +250,7 @@ def build_timeline(replay: Replay) -> TimelineData:
     lanes: list[Lane] = []
 
     ends_by_pe = _kernel_ends(replay)
+    scratch_capacity = _scratch_capacity(replay)
     # Stalled waits, and waits that never ended (deadlock, trace cut short).
     stalled = np.flatnonzero((f.wait_begin >= 0) & ((f.stall > 0) | (f.wait_end < 0)))
     stalled_pe = c.pe[f.wait_begin[stalled]]
@@ -238,12 +302,19 @@ def build_timeline(replay: Replay) -> TimelineData:
                 "scratch",
                 times=time[events].astype(np.float64),
                 levels=levels,
-                # The peak, not the capacity: a lane that never rises above its first
-                # eighth says nothing.
-                capacity=int(levels.max(initial=1)),
+                # Against the capacity, so 32K of 1M reads as nearly empty; a trace that
+                # does not say its capacity (or overflowed it) is scaled to its peak.
+                capacity=max(scratch_capacity, int(levels.max(initial=1))),
             )
         )
     return TimelineData(lanes, end_time)
+
+
+def _scratch_capacity(replay: Replay) -> int:
+    """The scratch bytes of a PE the trace's hardware config gives, else 0."""
+    config = replay.index.header.get("config")
+    value = config.get("scratch_bytes") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _kernel_ends(replay: Replay) -> dict[int, tuple[float, float, str]]:

@@ -32,14 +32,26 @@ _GLYPHS = {
     L.MEDIUM: "▒",
     L.HEAVY: "▓",
     L.FULL: "█",
+    # The kernel row draws lines, not blocks: a stalled kernel must not look like a
+    # channel that is busy (good) in the rows below it.
     L.NOT_STARTED: " ",
     L.RUNNING: "━",
-    L.STALLING: "▒",
-    L.STALLED: "█",
+    L.STALLING: "╍",
+    L.STALLED: "╱",
     L.ENDED: " ",
     L.FAILED: "╳",
     **{L.LEVEL + e: " ▁▂▃▄▅▆▇█"[e] for e in range(9)},
 }
+#: The legend under the lanes, longest first: the first that fits is shown.
+LEGENDS = (
+    "kernel: ━ running  ╍ partly stalled  ╱ stalled in tl.wait   channels: ▁▄█ busy share of "
+    "the column   scratch: ▁▄█ of capacity   %: busy in view",
+    "kernel ━ running ╍ partly stalled ╱ stalled   channels ▁▄█ busy share   "
+    "scratch ▁▄█ of capacity   % busy in view",
+    "━ running ╱ stalled  ▁▄█ busy share  % busy in view",
+)
+#: Screen rows from which the legend gets a line of its own.
+LEGEND_MIN_SCREEN_ROWS = 30
 #: Foreground class of each cell: lane kind for channels and scratch, state for the kernel.
 _KERNEL_FG = {
     L.RUNNING: "running",
@@ -48,7 +60,7 @@ _KERNEL_FG = {
     L.FAILED: "failed",
 }
 _FG = ("axis", "running", "stalled", "failed", "dma_read", "dma_write", "gemm", "math", "ipcq")
-_FG += ("scratch", "future", "label", "label-focused")
+_FG += ("scratch", "future", "label", "label-focused", "legend")
 _BG = ("none", "span", "cursor")
 _MIN_COLUMNS = 8
 
@@ -73,6 +85,7 @@ class Timeline(Widget, can_focus=True):
     Timeline > .timeline--axis { color: $text-muted; }
     Timeline > .timeline--label { color: $text-muted; }
     Timeline > .timeline--label-focused { color: $text; text-style: bold; }
+    Timeline > .timeline--legend { color: $text-muted; }
     Timeline > .timeline--running { color: $success; }
     Timeline > .timeline--stalled { color: $error; }
     Timeline > .timeline--failed { color: $error; text-style: bold; }
@@ -105,11 +118,30 @@ class Timeline(Widget, can_focus=True):
     lane_top = reactive(0)
     """The first lane on screen, when they do not all fit."""
 
-    def __init__(self, replay: Replay, data: L.TimelineData, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        replay: Replay,
+        data: L.TimelineData,
+        *,
+        id: str | None = None,
+        legend: bool = True,
+    ) -> None:
         super().__init__(id=id)
         self.replay = replay
         self.data = data
-        self.label_width = max((len(lane.label) for lane in data.lanes), default=6) + 1
+        #: Whether a legend line is shown under the lanes when the screen is tall enough.
+        self.legend = legend
+        self.name_width = max((len(lane.label) for lane in data.lanes), default=6)
+        #: Room for a lane's level after its name: ``100%``, or ``1.5M/16M`` for scratch.
+        self.level_width = max(
+            (
+                len("1.5M/") + len(L.size_text(lane.capacity))
+                for lane in data.lanes
+                if isinstance(lane, L.ScratchLane)
+            ),
+            default=4,
+        )
+        self.label_width = self.name_width + 1 + self.level_width + 1
         self.view_span = float(max(data.end_time, 1) + 1)
         self._cells_key: tuple | None = None
         self._cells: dict[int, np.ndarray] = {}
@@ -124,12 +156,18 @@ class Timeline(Widget, can_focus=True):
         return max(self.size.width - self.label_width, 1)
 
     @property
+    def legend_shown(self) -> bool:
+        """Whether the last line is the legend: every lane fits above it."""
+        return self.legend and self.size.height >= 2 + len(self.data.lanes)
+
+    @property
     def lane_rows(self) -> int:
-        """Lanes that fit under the axis."""
-        return max(self.size.height - 1, 0)
+        """Lanes that fit under the axis (and above the legend)."""
+        return max(self.size.height - 1 - self.legend_shown, 0)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return 1 + len(self.data.lanes)
+        legend = self.legend and self.app.size.height >= LEGEND_MIN_SCREEN_ROWS
+        return 1 + len(self.data.lanes) + legend
 
     def column_of(self, cycle: float) -> int:
         """The plot column showing ``cycle`` (may be off the plot)."""
@@ -279,6 +317,7 @@ class Timeline(Widget, can_focus=True):
         cursor = self.column_of(self.replay.time) if self.position > 0 else -1
         lanes = self.data.lanes
         strips = [self._axis(bg if span is not None else None, cursor, width)]
+        view_end = min(self.view_start + self.view_span, float(self.data.end_time))
         for row in range(self.lane_top, min(len(lanes), self.lane_top + self.lane_rows)):
             lane = lanes[row]
             codes = cells.get(row)
@@ -297,11 +336,20 @@ class Timeline(Widget, can_focus=True):
                 lane_bg = lane_bg.copy()
                 lane_bg[cursor] = 2
             label_fg = _FG.index("label-focused" if lane.pe == self.focused_pe else "label")
-            label = escape(lane.label, self.label_width)
-            segments = [Segment(label.ljust(self.label_width), self._style(label_fg, 0))]
+            name = escape(lane.label, self.name_width).ljust(self.name_width)
+            level = lane.level(self.view_start, view_end)[: self.level_width]
+            label = f"{name} {level:>{self.level_width}} "
+            segments = [Segment(label, self._style(label_fg, 0))]
             segments += self._runs(codes, fg, lane_bg)
             strips.append(Strip(segments, width).adjust_cell_length(width, self._base()))
+        if self.legend_shown:
+            strips.append(self._legend(width))
         return strips
+
+    def _legend(self, width: int) -> Strip:
+        text = next((t for t in LEGENDS if len(t) <= width - 1), LEGENDS[-1])
+        style = self._style(_FG.index("legend"), 0)
+        return Strip([Segment(" " + text, style)]).adjust_cell_length(width, self._base())
 
     def _columns(self, start: float, end: float) -> tuple[int, int]:
         lo = max(self.column_of(start), 0)
