@@ -445,14 +445,17 @@ class Comparison:
         return self.calls.other(run, event)
 
     def other_future(self, run: str, future: int) -> int | None:
-        """The future of the other run issued by the same call (else waited by the same
-        call), None when there is none."""
+        """The future of the other run waited by the same call (else issued by the same
+        call), None when there is none.
+
+        The wait first: a fix moves issues (a prefetch hoisted one tile ahead pairs the
+        k-th issue with the next tile's load) while the k-th wait still takes tile k."""
         index = self.replay(run).index
         other = self.replay(_other(run)).index
         f = index.futures
         if not 0 <= future < len(f.cmd):
             return None
-        for event in (int(f.issue[future]), int(f.wait_begin[future])):
+        for event in (int(f.wait_begin[future]), int(f.issue[future])):
             if event < 0:
                 continue
             there = self.calls.other(run, event)
