@@ -104,11 +104,13 @@ FindingGroupsView {
     border-title-align: left;
 }
 CompareSource:focus, FindingGroupsView:focus, SharedTimeline:focus { border-top: solid $accent; }
-Screen.-narrow SharedTimeline { max-height: 8; }
+Screen.-narrow SharedTimeline { max-height: 6; }
 Screen.-narrow SharedTimeline.-other { display: none; }
 Screen.-narrow #middle { layout: vertical; }
-Screen.-narrow FuturePair { width: 1fr; margin-left: 0; height: 5; min-height: 5; }
-Screen.-narrow FindingGroupsView { height: 5; }
+Screen.-narrow FuturePair {
+    width: 1fr; margin-left: 0; height: 4; min-height: 4; border-top: none;
+}
+Screen.-narrow FindingGroupsView { height: 4; }
 """
 
 
@@ -317,11 +319,12 @@ class CompareApp(App[int]):
             setattr(self, f"selected_{_other(run)}", there.future if there else -1)
         self.query_one(FuturePair).pair = pair
 
-    def sync_views(self) -> None:
-        """Keep the focused run's cursor in view; give the other timeline the same span,
-        starting at the same cycle (aligned at 0) or shifted so the cursors line up."""
+    def sync_views(self, follow: bool = True) -> None:
+        """Keep the focused run's cursor in view (unless ``follow`` is False: a pan may
+        leave it); give the other timeline the same span, starting at the same cycle
+        (aligned at 0) or shifted so the cursors line up."""
         focused, other = self.timeline(self.side), self.timeline(_other(self.side))
-        if not focused.cursor_in_view():
+        if follow and not focused.cursor_in_view():
             focused.view_start = focused.replay.time - focused.view_span / 2
         other.view_span = focused.view_span
         offset = 0.0
@@ -407,18 +410,20 @@ class CompareApp(App[int]):
         if (focused.view_start, focused.view_span) == before:
             self._refuse("the timelines are zoomed as far as they go")
             return
-        self.sync_views()
+        self.sync_views(follow=False)
 
     def action_zoom_all(self) -> None:
         self.timeline(self.side).show_all()
-        self.sync_views()
+        self.sync_views(follow=False)
 
     def action_pan(self, direction: int) -> None:
         focused = self.timeline(self.side)
+        before = focused.view_start
         focused.pan(0.25 * direction)
-        focused_start = focused.view_start
-        self.sync_views()
-        focused.view_start = focused_start
+        if focused.view_start == before:
+            self._refuse(f"the timelines are at the {'start' if direction < 0 else 'end'}")
+            return
+        self.sync_views(follow=False)
 
     def action_help(self) -> None:
         keys = [(self.get_key_display(Binding(k.split(",")[0], a)), t) for k, a, _, t, _ in KEYS]

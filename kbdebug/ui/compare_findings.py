@@ -98,7 +98,7 @@ class FindingGroupsView(RowView):
             saving = f"A saves {_saving(r.other)}, B {_saving(f)}"
         return [
             Segment(f"   {f.rule:<6}", base + self.component_style("finding-groups--rule")),
-            Segment(f"{where:<20} PE{f.pe:<2} {saving:<24}  {f.title}", base),
+            Segment(f"{where:<18} PE{f.pe:<2} {saving}  {f.title}", base),
         ]
 
     def render_line(self, y: int) -> Strip:

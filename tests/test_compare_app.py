@@ -1,0 +1,143 @@
+"""The compare app driven by keys: the linked cursor (same call, same occurrence; "not in B"
+for a call the fix dropped), breakpoints in the focused run, flipping runs, one time axis,
+Enter on a finding, the narrow layout, and trace strings shown as text."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_compare import KERNELS, edited_runs, line_of  # noqa: F401 - a shared fixture
+
+from kbdebug.replay import Replay
+from kbdebug.ui.compare_app import CompareApp
+from kbdebug.ui.compare_findings import FindingGroupsView
+from kbdebug.ui.compare_header import CompareHeader
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+@pytest.fixture
+def app(edited_runs) -> CompareApp:  # noqa: F811
+    return CompareApp(Replay.open(edited_runs[0]), Replay.open(edited_runs[1]))
+
+
+def current_line(app: CompareApp, run: str) -> int | None:
+    """The line of PE 0's latest tl call in ``run``, None before its first."""
+    replay = app.replays[run]
+    loc = replay.index.loc(replay.state.pes[0].loc)
+    return None if loc is None else loc.line
+
+
+async def ready(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def press_until(pilot, key: str, done, limit: int = 200) -> None:
+    for _ in range(limit):
+        if done():
+            return
+        await pilot.press(key)
+    raise AssertionError(f"pressed {key} {limit} times without getting there")
+
+
+async def test_next_call_puts_b_on_the_same_call(app):
+    wait_a, wait_b = line_of("before", "tl.wait(f)"), line_of("after", "tl.wait(fut)")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        a, b = app.replays["a"], app.replays["b"]
+        for k in range(3):
+            await pilot.press("n")
+            await press_until(pilot, "n", lambda: current_line(app, "a") == wait_a)
+            # The k-th wait in A: B is on its k-th wait, the edited and moved line.
+            assert current_line(app, "b") == wait_b
+            assert app.comparison.other_call("a", a.position - 1) == b.position - 1
+            assert app.comparison.call_key("a", a.position - 1).occurrence == k
+        assert "B: PE 0 tl.wait on future" in app.status
+
+
+async def test_a_call_the_fix_dropped_says_not_in_b_and_b_stays(app):
+    dropped = line_of("before", "tl.max(k, axis=1)")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await press_until(pilot, "n", lambda: current_line(app, "a") == dropped)
+        b_there = app.replays["b"].position
+        assert "not in B" in app.status and "tl.max(k,axis=1)" in app.status
+        assert not app.linked
+        await pilot.press("s")  # still on the same call: B does not move
+        assert app.replays["b"].position == b_there
+        await pilot.press("n")  # the next call is in B again
+        assert app.linked and app.replays["b"].position != b_there
+
+
+async def test_stalled_wait_breakpoint_stops_in_the_focused_run_and_the_other_follows(app):
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("w", "c")
+        a, b = app.replays["a"], app.replays["b"]
+        stopped = a.position - 1
+        assert app.status.startswith("stopped in A")
+        assert int(a.index.futures.stall[int(a.index.columns.fut[stopped])]) > 0
+        assert b.position - 1 == app.comparison.other_call("a", stopped)
+        assert not b.breakpoints  # the breakpoint is A's
+
+
+async def test_flip_makes_the_keys_move_b_and_a_follow(app):
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("x")
+        assert app.side == "b"
+        await press_until(pilot, "n", lambda: current_line(app, "b") == line_of("after", "fut)"))
+        a, b = app.replays["a"], app.replays["b"]
+        assert a.position - 1 == app.comparison.other_call("b", b.position - 1)
+        assert current_line(app, "a") == line_of("before", "tl.wait(f)")
+
+
+async def test_both_timelines_zoom_together_and_align_at_the_call(app):
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("n", "n", "n", "n", "plus", "plus", "plus")
+        ta, tb = app.timeline("a"), app.timeline("b")
+        assert ta.view_span == tb.view_span < ta.shared_end
+        assert ta.view_start == tb.view_start
+        await pilot.press("a")
+        shift = app.replays["b"].time - app.replays["a"].time
+        assert tb.view_start - ta.view_start == pytest.approx(shift)
+        await pilot.press("greater_than_sign")
+        assert tb.view_start - ta.view_start == pytest.approx(shift)
+
+
+async def test_enter_on_a_fixed_finding_goes_to_it_in_a(app):
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("x")  # focused on B: the fixed finding is A's, so A gets focus
+        view = app.query_one(FindingGroupsView)
+        view.focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        fixed = app.comparison.findings.fixed[0]
+        assert app.side == "a"
+        assert app.replays["a"].position - 1 in fixed.events
+        assert fixed.rule in app.status
+
+
+async def test_narrow_screen_shows_one_run_and_x_flips_it(app):
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        assert app.timeline("a").display and not app.timeline("b").display
+        await pilot.press("x")
+        await pilot.pause()
+        assert app.timeline("b").display and not app.timeline("a").display
+
+
+async def test_trace_names_are_text_not_markup(tmp_path):
+    hostile = tmp_path / "[bold red]x[-].kbt"
+    shutil.copy(TRACES / "flawed_prefetch.kbt", hostile)
+    app = CompareApp(Replay.open(hostile), Replay.open(TRACES / "decode_prefetch.kbt"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        header = app.query_one(CompareHeader).render().plain
+        assert "[bold red]x[-].kbt" in header
+        assert "[bold red]x[-].kbt" in str(app.timeline("a").border_title)
