@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +18,7 @@ from kbdebug.sweep.grid import Axis, Point, format_value, parse_axis, points, tr
 from kbdebug.sweep.point import OK, PointTask
 from kbdebug.sweep.progress import Progress
 from kbdebug.sweep.results import TOLERANCE, Results
+from kbdebug.sweep.stop import StopRequest
 
 DESCRIPTION = f"""\
 Run SCENARIO once per point of a grid and print one row per point: end cycle,
@@ -169,8 +166,8 @@ def run(args: argparse.Namespace) -> int:
         progress.row(row.outcome == OK)
 
     try:
-        with _sigterm_as_interrupt():
-            backend.run(tasks, on_row, progress.tick)
+        with StopRequest().installed() as stop:
+            backend.run(tasks, on_row, progress.tick, stop)
     except KeyboardInterrupt:
         results.interrupted = True
     finally:
@@ -282,24 +279,3 @@ def _plot(results: Results, x_key: str, metric: str, width: int, color: bool) ->
         return render(results, x_key, metric, width=width, color=color)
     except ImportError:
         return "(--plot needs plotext: pip install plotext)\n"
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the sweep as Ctrl+C does (the finished rows are printed)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("SIGTERM")
-
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

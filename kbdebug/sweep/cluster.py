@@ -15,6 +15,7 @@ from typing import Any
 
 from kbdebug.errors import UserError
 from kbdebug.sweep.point import CRASHED, PointTask, Row, run_point
+from kbdebug.sweep.stop import StopRequest
 
 #: A Ray worker process is replaced after this many points, which bounds its memory
 #: (a new worker costs about a second, a 256-tile point half of one).
@@ -56,6 +57,7 @@ class RayBackend:
         tasks: Iterable[PointTask],
         on_row: Callable[[Row], None],
         on_tick: Callable[[], None] | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
         """As :meth:`LocalBackend.run`: rows to ``on_row`` as they finish, in any order.
 
@@ -69,7 +71,7 @@ class RayBackend:
             self._connect(ray)
             connected_here = True
         try:
-            self._run(ray, list(tasks), on_row, on_tick)
+            self._run(ray, list(tasks), on_row, on_tick, stop)
         finally:
             if connected_here:
                 ray.shutdown()
@@ -92,6 +94,7 @@ class RayBackend:
         tasks: list[PointTask],
         on_row: Callable[[Row], None],
         on_tick: Callable[[], None] | None,
+        stop: StopRequest | None,
     ) -> None:
         remote = ray.remote(num_cpus=1, max_calls=MAX_CALLS_PER_WORKER, max_retries=0)(_ray_point)
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -100,6 +103,8 @@ class RayBackend:
         running: dict[Any, PointTask] = {}
         try:
             while waiting or running:
+                if stop is not None and stop.requested:
+                    raise stop.interrupt()
                 while waiting and len(running) < window:
                     task = waiting.pop()
                     running[remote.remote(task)] = task
@@ -109,7 +114,8 @@ class RayBackend:
                 if on_tick is not None:
                     on_tick()
         except BaseException:
-            _cancel(ray, list(running))
+            for row in _cancel(ray, running):
+                on_row(row)
             raise
 
 
@@ -123,8 +129,12 @@ def _result(ray: Any, ref: Any, task: PointTask) -> Row:
     return row
 
 
-def _cancel(ray: Any, refs: list[Any]) -> None:
-    """Cancel running tasks: KeyboardInterrupt first (partial traces removed), then kill."""
+def _cancel(ray: Any, running: dict[Any, PointTask]) -> list[Row]:
+    """Cancel running tasks: KeyboardInterrupt first (partial traces removed), then kill.
+
+    Returns the rows of the tasks that finished all the same.
+    """
+    refs = list(running)
     for ref in refs:
         ray.cancel(ref)
     deadline = time.monotonic() + GRACE
@@ -133,3 +143,14 @@ def _cancel(ray: Any, refs: list[Any]) -> None:
         _, left = ray.wait(left, num_returns=len(left), timeout=0.1)
     for ref in left:
         ray.cancel(ref, force=True)
+    finished = []
+    for ref in refs:
+        if ref in left:
+            continue
+        try:
+            row = ray.get(ref, timeout=0)
+        except Exception:  # cancelled, as asked
+            continue
+        if isinstance(row, Row):
+            finished.append(row)
+    return finished

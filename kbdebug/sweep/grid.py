@@ -13,7 +13,7 @@ from kbdebug.errors import UserError
 #: A grid this large is refused before anything runs (a typo like depth=1..100000).
 MAX_POINTS = 100_000
 #: Characters kept as they are in a trace file name; the others become "_".
-_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9.+_-]")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9.+=_-]")
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 
 from kbdebug.sweep.point import CRASHED, Cancelled, PointTask, Row, run_point
+from kbdebug.sweep.stop import StopRequest
 
 #: Modules the forkserver imports once, so each worker starts with them loaded.
 PRELOAD = ["kbdebug.sweep.point", "kbdebug.commands.run"]
@@ -47,11 +48,16 @@ def _worker(task: PointTask, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _cancel)
     try:
-        row = run_point(task)
+        row = run_point(task, finishing=_uncancellable)
     except Cancelled:
         return
     conn.send(row)
     conn.close()
+
+
+def _uncancellable() -> None:
+    # The point is done: let it keep its trace and send its row; the parent collects it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class _Running:
@@ -78,12 +84,14 @@ class LocalBackend:
         tasks: Iterable[PointTask],
         on_row: Callable[[Row], None],
         on_tick: Callable[[], None] | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
         """Run every task, calling ``on_row`` with each row as it finishes (any order).
 
         ``on_tick`` is called at least every quarter second (for a progress bar).
-        A KeyboardInterrupt stops the workers still running (their partial traces
-        removed), and is raised again once they are gone.
+        Once ``stop`` is requested (or on a KeyboardInterrupt), the workers still
+        running are stopped (their partial traces removed; those already past their
+        point send their rows, which reach ``on_row``), and KeyboardInterrupt is raised.
         """
         ctx = _context()
         waiting = list(tasks)
@@ -91,6 +99,8 @@ class LocalBackend:
         running: dict[Connection, _Running] = {}
         try:
             while waiting or running:
+                if stop is not None and stop.requested:
+                    raise stop.interrupt()
                 while waiting and len(running) < self.jobs:
                     task = waiting.pop()
                     receive, send = ctx.Pipe(duplex=False)
@@ -104,7 +114,8 @@ class LocalBackend:
                 if on_tick is not None:
                     on_tick()
         except BaseException:
-            _stop(running.values())
+            for row in _stop(running.values()):
+                on_row(row)
             raise
 
 
@@ -128,9 +139,13 @@ def _collect(slot: _Running) -> Row:
     return Row(slot.task.index, CRASHED, f"the worker process died ({how}) without a result")
 
 
-def _stop(slots: Iterable[_Running]) -> None:
-    """Cancel running workers: SIGTERM (they remove their partial traces), then SIGKILL."""
+def _stop(slots: Iterable[_Running]) -> list[Row]:
+    """Cancel running workers: SIGTERM (they remove their partial traces), then SIGKILL.
+
+    Returns the rows of points that finished meanwhile (those past ``finishing``).
+    """
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C: let us finish
+    finished = []
     try:
         slots = list(slots)
         for slot in slots:
@@ -141,6 +156,14 @@ def _stop(slots: Iterable[_Running]) -> None:
             if slot.process.is_alive():
                 slot.process.kill()
                 slot.process.join()
+            try:
+                if slot.conn.poll():
+                    row = slot.conn.recv()
+                    if isinstance(row, Row):
+                        finished.append(row)
+            except (EOFError, OSError):
+                pass  # cancelled before it had a row
             slot.conn.close()
     finally:
         signal.signal(signal.SIGINT, previous)
+    return finished

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -86,14 +87,16 @@ class Row:
         return out
 
 
-def run_point(task: PointTask) -> Row:
+def run_point(task: PointTask, finishing: Callable[[], None] | None = None) -> Row:
     """Run one point and return its Row; any failure becomes the Row's outcome.
 
     Only :class:`Cancelled` (the sweep being stopped) escapes, after removing
-    whatever partial trace the point had written.
+    whatever partial trace the point had written. ``finishing`` is called once
+    the row is known, before its trace is put in place: a worker then stops
+    taking cancellation, so a kept trace always has its row.
     """
     try:
-        return _run(task)
+        return _run(task, finishing)
     except (Cancelled, KeyboardInterrupt):
         raise
     except UserError as e:
@@ -140,7 +143,7 @@ def build(task: PointTask) -> Scenario:
     return scenario
 
 
-def _run(task: PointTask) -> Row:
+def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
     scenario = build(task)
     out: Output | None = None
     if task.trace_path is not None:
@@ -166,7 +169,8 @@ def _run(task: PointTask) -> Row:
             outcome, message = ERROR, str(e)
         finally:
             writer.close()
-            handle.close()
+            if out is None:
+                handle.close()  # an Output's file is closed by its commit (after an fsync)
         if outcome != OK and writer.events == 0:
             return Row(task.index, REFUSED, _one_line(f"{message} (nothing ran)"))
         row = _analyse(task.index, path, outcome, message)
@@ -175,6 +179,8 @@ def _run(task: PointTask) -> Row:
                 scenario.check(scenario.memory)
             except AssertionError as e:
                 row = replace(row, outcome=CHECK_FAILED, message=_one_line(str(e)))
+        if finishing is not None:
+            finishing()
         if out is not None:
             out.commit()
             row = replace(row, trace=str(out.target))
