@@ -299,7 +299,8 @@ class CompareApp(App[int]):
             key = self.comparison.call_key(run, call)
             what = key.site.rsplit("::", 1)[-1] if key is not None else "this call"
             nth = f" (its occurrence {key.occurrence})" if key is not None else ""
-            return f"{status}  ·  not in {name}: {name} never made {what}{nth}; {name} stays"
+            # First, so that a narrow screen still shows it.
+            return f"not in {name}: {name} never made {what}{nth}, it stays  ·  {status}"
         self.linked = True
         other_replay = self.replays[other]
         other_replay.seek(there + 1)

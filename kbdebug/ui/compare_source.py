@@ -220,7 +220,9 @@ class CompareSource(RowView):
         return self._stalls[run].get(self.focused_pe, {}).get((file, line), 0)
 
     def render_header(self, width: int, base: Style) -> list[Segment]:
-        return [Segment("  A   B    stall A stall B   B-A │ ▶ this run's line, ▷ the other's", base)]
+        return [
+            Segment("  A   B    stall A stall B   B-A │ ▶ this run's line, ▷ the other's", base)
+        ]
 
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
         a_line, b_line = self.rows[row]
@@ -251,7 +253,7 @@ class CompareSource(RowView):
             Segment("▷" if is_other else " ", base + self.component_style("compare-source--other")),
             Segment(f"{cycles(stall_a, 5) if stall_a else '':>5} ", stall_style),
             Segment(f"{cycles(stall_b, 5) if stall_b else '':>5} ", stall_style),
-            Segment(f"{change:>6}", delta_style),
+            Segment(f"{change:>6} ", delta_style),
             Segment("│ ", gutter),
         ]
         shown_run, shown = (run, own) if own is not None else (other_run, other)
