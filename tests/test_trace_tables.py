@@ -77,6 +77,7 @@ def same_as_read_trace(data: bytes) -> None:
 @pytest.fixture(params=[64, 2048, 1 << 16])
 def chunk(request, monkeypatch):
     monkeypatch.setattr(reader, "CHUNK_BYTES", request.param)
+    monkeypatch.setattr(reader, "BULK_BYTES", request.param)
     return request.param
 
 
@@ -87,6 +88,7 @@ def test_tables_hold_the_events_read_trace_reads(chunk):
 
 def test_tables_are_handed_over_chunk_by_chunk(monkeypatch):
     monkeypatch.setattr(reader, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(reader, "BULK_BYTES", 2048)
     batches = []
     trace = read_trace_tables(DECODE, batches.append)
     assert len(batches) > 5 and trace.events == []
@@ -206,9 +208,9 @@ def test_corrupted_trace_reads_as_read_trace_reads_it(mutations, cut, chunk):
             data[position:position] = bytes([value])
         elif position < len(data):
             del data[position]
-    saved = reader.CHUNK_BYTES
-    reader.CHUNK_BYTES = chunk
+    saved = reader.CHUNK_BYTES, reader.BULK_BYTES
+    reader.CHUNK_BYTES = reader.BULK_BYTES = chunk
     try:
         same_as_read_trace(bytes(data))
     finally:
-        reader.CHUNK_BYTES = saved
+        reader.CHUNK_BYTES, reader.BULK_BYTES = saved

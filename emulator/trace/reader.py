@@ -18,6 +18,7 @@ import msgpack
 import numpy as np
 
 from emulator.trace import wire
+from emulator.trace.bulk import BlockScan, scan_block
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.schema import CHANNEL_KINDS, FIELDS, STATUSES, Kind, SourceLoc
 
@@ -30,6 +31,9 @@ MAX_CYCLES = wire.MAX_CYCLES
 # from the chunk before: with a megabyte, each chunk's hundred thousand records
 # made the allocator map fresh pages, and opening took 15% longer.
 CHUNK_BYTES = 1 << 16
+# Bytes scanned at a time by the fast path of read_trace_tables (see bulk.scan_block):
+# large enough that numpy's per-call cost is spread over some 100,000 records.
+BULK_BYTES = 1 << 20
 
 
 @dataclass
@@ -186,12 +190,13 @@ def read_trace_tables(
     """Read and validate a trace as read_trace does, handing its events to ``on_tables``
     as EventTables, chunk by chunk, instead of keeping them (``Trace.events`` is empty).
 
-    For indexing a large trace: each record is checked for its types on its own,
-    but for its ranges with the others of its chunk, on the arrays then handed
-    over. Whatever is out of the ordinary (the footer, a bad record, bytes that are
-    not msgpack) sends the reader back the way read_trace goes, from that record,
-    or from the start of the chunk if an earlier one is out of range: the errors
-    are read_trace's, with the same offsets and event indices.
+    For indexing a large trace: blocks of records are parsed and checked for their
+    types with numpy (see emulator.trace.bulk), and for their ranges on the arrays
+    then handed over. Whatever is out of the ordinary (the footer, a bad record,
+    bytes that are not msgpack) sends the reader the way read_trace goes, from that
+    record, or from the start of the block if an event in it is out of range: the
+    errors are read_trace's, with the same offsets and event indices. Once past it,
+    the fast path takes over again.
 
     ``progress`` is as for read_trace. Tables handed over before an error are not
     taken back; an exception ``on_tables`` raises propagates.
@@ -414,8 +419,6 @@ def _compile_checks(
 
 
 _make_checks = _compile_checks()
-# The fast path's checks, of types and shapes only: the same whatever the header says.
-_TYPE_CHECKS, _ = _compile_checks(tuple, ranges=False)(0, 0, 0)
 
 
 @functools.lru_cache(maxsize=8)
@@ -461,6 +464,19 @@ def _out_of_range(rows: np.ndarray, low: np.ndarray, high: np.ndarray) -> bool:
     return not ((rows >= low) & (rows <= high)).all()
 
 
+def _limits() -> dict[str, Any]:
+    """The format's limits, for every unpacker of a trace's objects."""
+    return {
+        "raw": False,
+        "strict_map_key": True,
+        "max_str_len": min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
+        "max_bin_len": min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
+        "max_array_len": wire.MAX_ARRAY_LEN,
+        "max_map_len": wire.MAX_MAP_LEN,
+        "max_ext_len": 0,
+    }
+
+
 class _Parser:
     """One pass over a trace's bytes, validating as it goes."""
 
@@ -483,11 +499,13 @@ class _Parser:
             # Where the fast path does not go, records are handed over as read_trace does.
             self.on_batch, self.keep_events = self.hand_records_as_tables, False
         self.handed = 0  # events passed to on_batch (and dropped, unless keep_events)
-        # Reading with consume_fast (see read_trace_tables), which it does from the
-        # header on, unless the trace is of a newer minor version, until it gives up.
+        # Reading with read_bulk (see read_trace_tables), which it does from the header
+        # on, unless the trace is of a newer minor version; when it stops at a record
+        # it does not handle, the exact path reads on, until it is past resume_at.
         self.fast = False
+        self.resume_at = 0
         self.base = 0  # offset in data of the unpacker's first byte
-        # Positions in consume_fast's batch where strings and locs were defined.
+        # Positions in a bulk batch where strings and locs were defined.
         self.string_defs: list[int] = []
         self.loc_defs: list[int] = []
         self.caller_defs: list[int] = []  # loc ids given a caller in that batch
@@ -553,16 +571,16 @@ class _Parser:
         # last whole object are kept for that (never more than MAX_RECORD_BYTES).
         kept = bytearray()
         while True:
-            fast = self.fast
             pos = self.consume(unpacker, pos)
             self.hand_over()
             if self.footer is not None:
                 break
             del kept[: pos - (fed - len(kept))]
-            if self.fast != fast:
-                # The fast path takes over after the header, or gives up: either
-                # way, read on from pos with the other kind of unpacker, handing it
-                # again the bytes fed past pos.
+            if self.fast and pos > self.resume_at:
+                # The fast path takes over after the header, and again once the exact
+                # path is past what stopped it; then the exact path reads on from where
+                # it stops, with a new unpacker, given again the bytes read past there.
+                pos, kept, fed, total = self.read_bulk(pos, kept, fed, total)
                 unpacker = self.unpacker()
                 self.base = pos
                 if kept:
@@ -608,24 +626,12 @@ class _Parser:
         )
 
     def unpacker(self) -> msgpack.Unpacker:
-        """An unpacker enforcing the format's limits, of arrays as tuples on the fast path."""
-        return msgpack.Unpacker(
-            raw=False,
-            use_list=not self.fast,
-            strict_map_key=True,
-            max_buffer_size=wire.MAX_RECORD_BYTES,
-            max_str_len=min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
-            max_bin_len=min(wire.MAX_SOURCE_BYTES, wire.MAX_RECORD_BYTES),
-            max_array_len=wire.MAX_ARRAY_LEN,
-            max_map_len=wire.MAX_MAP_LEN,
-            max_ext_len=0,
-        )
+        """An unpacker enforcing the format's limits."""
+        return msgpack.Unpacker(max_buffer_size=wire.MAX_RECORD_BYTES, **_limits())
 
     def consume(self, unpacker: msgpack.Unpacker, pos: int) -> int:
         """Validate every whole object the unpacker holds, stopping after the footer;
         return the end of the last one."""
-        if self.fast:
-            return self.consume_fast(unpacker, pos)
         try:
             return self.consume_records(unpacker, pos)
         except (ValueError, msgpack.UnpackException) as exc:
@@ -652,7 +658,7 @@ class _Parser:
             else:
                 return pos
             if self.fast:
-                return pos
+                return pos  # read_bulk reads on
         checks = self.checks
         append = self.events.append
         time = self.time
@@ -692,64 +698,77 @@ class _Parser:
             self.pos = pos
         return pos
 
-    def consume_fast(self, unpacker: msgpack.Unpacker, pos: int) -> int:
-        """consume_records for read_trace_tables: hand over the events the unpacker holds
-        as EventTables, checking their types one by one and their ranges all at once.
+    def read_bulk(
+        self, pos: int, kept: bytearray, fed: int, total: int
+    ) -> tuple[int, bytearray, int, int]:
+        """Read on from ``pos`` a block at a time with scan_block, handing the events over
+        as EventTables (see read_trace_tables), while it can.
 
-        Gives up (clearing ``fast``) at the first object that is not a valid event or
-        definition, returning its offset for consume_records to read on from there;
-        or, if an event before it is out of range, undoes the definitions read and
-        returns ``pos``, for consume_records to read the whole chunk again.
+        ``kept`` holds the bytes read past ``pos`` (``fed`` being the end of those read).
+        Returns where the exact path is to read on, the bytes read past there, ``fed``
+        and ``total`` (smaller if the file shrank); sets ``resume_at``, the offset the
+        exact path has to read past before the fast path takes over again.
         """
-        base = self.base
-        chunk_start = pos
+        buf = bytearray(kept)
+        while True:
+            if len(buf) < BULK_BYTES and fed < total:
+                chunk = self.chunks.read(min(BULK_BYTES - len(buf), total - fed))
+                if not chunk:
+                    total = fed  # the file shrank while being read: it ends here
+                buf += chunk
+                fed += len(chunk)
+            scan = scan_block(buf)
+            if not scan.stop:
+                # A record it does not handle, one larger than a block, or a tail cut
+                # short at the end: the exact path reads it.
+                self.resume_at = pos
+                return pos, buf, fed, total
+            if not self.apply_scan(scan, buf, pos):
+                # An event out of range: the exact path reads the block again, to name it.
+                self.resume_at = pos + scan.stop - 1
+                return pos, buf, fed, total
+            pos += scan.stop
+            del buf[: scan.stop]
+            if self.progress is not None:
+                self.progress(pos, total)
+
+    def apply_scan(self, scan: BlockScan, buf: bytearray, pos: int) -> bool:
+        """Apply the definitions and hand over the events scan_block found in ``buf``
+        (read from ``pos``); False, with nothing applied, if any is wrong."""
         n_strings, n_locs, n_sources = len(self.strings), len(self.locs), len(self.sources)
         self.string_defs.clear()
         self.loc_defs.clear()
         self.caller_defs.clear()
-        batch: list[tuple[Any, ...]] = []
-        append = batch.append
-        tell = unpacker.tell
-        checks = _TYPE_CHECKS
-        end = pos - base  # of the last whole object, relative to the unpacker's start
-        stop = None  # where the fast path gives up
-        try:
-            for record in unpacker:
-                start = end
-                end = tell()
-                try:
-                    valid = type(record) is tuple and checks[record[0]](record)
-                except (KeyError, TypeError, IndexError, ValueError):
-                    valid = False
-                if valid:
-                    append(record)
-                elif not self.fast_definition(record, base + start, len(batch)):
-                    stop = base + start
-                    break
-        except (ValueError, msgpack.UnpackException):
-            stop = base + end  # the start of the object that failed to unpack
-        tables = self.fast_tables(batch) if batch else None
-        if batch and tables is None:
-            del self.strings[n_strings:], self.locs[n_locs:]
-            for lid in self.caller_defs:  # callers given to locs of earlier chunks
-                if lid < n_locs:
-                    self.locs[lid] = self.locs[lid]._replace(caller=None)
-            for file in list(self.sources)[n_sources:]:
-                del self.sources[file]
-            self.defined(n_strings, n_locs)
-            self.fast = False
-            return chunk_start
-        if tables is not None:
-            self.handed += len(batch)
+        for at, start, end in scan.definitions:
+            try:
+                record = msgpack.unpackb(bytes(buf[start:end]), use_list=False, **_limits())
+            except (ValueError, msgpack.UnpackException):
+                record = None
+            if record is None or not self.fast_definition(record, pos + start, at):
+                self.undo_definitions(n_strings, n_locs, n_sources)
+                return False
+        tables = EventTables(scan.kinds, scan.tables, scan.shapes)
+        if len(tables) and not self.absolute_times(tables):
+            self.undo_definitions(n_strings, n_locs, n_sources)
+            return False
+        if len(tables):
+            self.handed += len(tables)
             assert self.on_tables is not None
             self.on_tables(tables)
-        if stop is not None:
-            self.fast = False
-            return stop
-        return base + end
+        return True
+
+    def undo_definitions(self, n_strings: int, n_locs: int, n_sources: int) -> None:
+        """Take back the definitions applied since there were ``n_strings``... of each."""
+        del self.strings[n_strings:], self.locs[n_locs:]
+        for lid in self.caller_defs:  # callers given to locs of earlier blocks
+            if lid < n_locs:
+                self.locs[lid] = self.locs[lid]._replace(caller=None)
+        for file in list(self.sources)[n_sources:]:
+            del self.sources[file]
+        self.defined(n_strings, n_locs)
 
     def fast_definition(self, record: Any, start: int, at: int) -> bool:
-        """Apply a definition record met by consume_fast, ``at`` events into its batch;
+        """Apply a definition record met by read_bulk, ``at`` events into its batch;
         False if ``record`` is something else, or wrong."""
         if type(record) is not tuple or not record or type(record[0]) is not int:
             return False
@@ -771,19 +790,15 @@ class _Parser:
             return False
         return True
 
-    def fast_tables(self, batch: list[tuple[Any, ...]]) -> EventTables | None:
-        """The EventTables of a batch of consume_fast's records, with times made absolute;
-        None if any item is out of range (or the times out of the int64 range)."""
-        try:
-            tables = EventTables.from_records(batch)
-        except OverflowError:
-            return None
+    def absolute_times(self, tables: EventTables) -> bool:
+        """Make the times of a bulk batch absolute; False if any item is out of range
+        (or the times out of the int64 range)."""
         ranges = _range_rows(
             self.n_pes, self.n_channels, len(self.strings), len(self.locs), self.max_id
         )
         for kind, (at, rows) in tables.tables.items():
             if _out_of_range(rows, *ranges[kind]):
-                return None
+                return False
             for defs, columns, count in (
                 (self.string_defs, _STRING_COLUMNS[kind], len(self.strings)),
                 (self.loc_defs, _LOC_COLUMNS[kind], len(self.locs)),
@@ -792,19 +807,19 @@ class _Parser:
                     # Ids defined within the batch may be used only after their definition.
                     defined = count - len(defs) + np.searchsorted(defs, at, side="right")
                     if (rows[:, columns] >= defined[:, None]).any():
-                        return None
-        times = np.empty(len(batch), dtype=np.int64)
+                        return False
+        times = np.empty(len(tables), dtype=np.int64)
         for at, rows in tables.tables.values():
             times[at] = rows[:, 1]
         np.cumsum(times, out=times)
         times += self.time
         # Times past the int64 range wrap around, and so go back.
         if times[0] < self.time or (times[1:] < times[:-1]).any() or times[-1] > MAX_CYCLES:
-            return None
+            return False
         for at, rows in tables.tables.values():
             rows[:, 1] = times[at]
         self.time = int(times[-1])
-        return tables
+        return True
 
     # Records other than valid events of known kinds
 
