@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emulator.trace.reader import read_trace_tables
+from emulator.trace.reader import open_trace_file, read_trace_tables
 from emulator.trace.schema import FIELDS, Kind, SourceLoc
+from kbdebug.replay import cache as index_cache
 from kbdebug.replay.index import COLUMN_OF_FIELD, NONE, IndexBuilder, TraceIndex
 from kbdebug.replay.state import PHASES, State, apply_events, future_phases, state_at
 
@@ -62,16 +63,40 @@ class Replay:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], progress: Callable[[float], None] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        progress: Callable[[float], None] | None = None,
+        *,
+        cache: bool = True,
     ) -> Replay:
-        """Read, validate and index the trace at ``path``.
+        """Read, validate and index the trace at ``path``, or map its index from the cache.
 
-        Events go from the reader to the index batch by batch, as arrays, so the
-        whole trace is never held as Python objects. ``progress(fraction)`` is called
-        as the file is read and indexed (0..0.95) and once the tables are built
-        (1.0); an exception it raises cancels the open. Raises TraceFormatError
-        (a ValueError) for a bad file, OSError when it cannot be read.
+        Events go from the reader to the index a block at a time, as arrays, so the
+        whole trace is never held as Python objects. The index is then kept in the
+        cache directory (see kbdebug.replay.cache), keyed by the file's identity,
+        size, times and edges, and mapped from there the next time the same file is
+        opened; ``cache=False`` (or ``KBDEBUG_NO_CACHE=1``, or an empty
+        ``KBDEBUG_CACHE_DIR``) reads the trace every time and writes nothing.
+
+        ``progress(fraction)`` is called as the file is read and indexed (0..0.95)
+        and once the tables are built (1.0); an exception it raises cancels the
+        open. Raises TraceFormatError (a ValueError) for a bad file, OSError when it
+        cannot be read.
         """
+        directory = index_cache.cache_dir() if cache else None
+        key = prefix = None
+        if directory is not None:
+            # The key is taken from the file opened (and refused) as the reader opens it.
+            fd, _ = open_trace_file(path)
+            try:
+                key, prefix = index_cache.trace_key(fd)
+            finally:
+                os.close(fd)
+            index = index_cache.load(directory, key, prefix)
+            if index is not None:
+                if progress is not None:
+                    progress(1.0)
+                return cls(index, os.fspath(path))
         on_read = None
         if progress is not None:
 
@@ -81,6 +106,16 @@ class Replay:
         builder = IndexBuilder(IndexBuilder.capacity_for(os.path.getsize(path)))
         trace = read_trace_tables(path, builder.add_tables, progress=on_read)
         index = builder.build(trace)
+        if directory is not None and key is not None and prefix is not None:
+            # Kept only if the file is still the one whose key was taken before reading
+            # it: a trace written to, or replaced, meanwhile is not cached.
+            fd, _ = open_trace_file(path)
+            try:
+                unchanged = index_cache.trace_key(fd)[0] == key
+            finally:
+                os.close(fd)
+            if unchanged:
+                index_cache.save(index, directory, key, prefix)
         if progress is not None:
             progress(1.0)
         return cls(index, os.fspath(path))
