@@ -35,9 +35,7 @@ def count_work(n_tiles: int) -> tuple[int, int]:
     rec = MemoryRecorder()
     result = decode_prefetch(n_tiles=n_tiles).run(recorder=rec)
     commands = len(result.op_log)
-    blocking_loads = sum(
-        1 for e in rec.events if e[0] == Kind.ISSUE and e[4] == "load" and e[10]
-    )
+    blocking_loads = sum(1 for e in rec.events if e[0] == Kind.ISSUE and e[4] == "load" and e[10])
     waits = sum(1 for e in rec.events if e[0] == Kind.WAIT_BEGIN)
     return commands, commands + waits - blocking_loads
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from emulator.trace.schema import Kind
@@ -41,6 +42,18 @@ class NullRecorder:
 
     def end(self, footer: dict[str, Any]) -> None:
         pass
+
+
+def emitter(recorder: Recorder | None) -> Callable[..., None] | None:
+    """``recorder.emit``, or None when the recorder discards everything.
+
+    Hot paths call ``emit`` only when this is not None, so with tracing off they
+    neither build an event's fields nor make the call. A subclass of NullRecorder
+    (one that counts events, say) keeps its emit.
+    """
+    if recorder is None or type(recorder) is NullRecorder:
+        return None
+    return recorder.emit
 
 
 class MemoryRecorder:

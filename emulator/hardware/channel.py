@@ -1,29 +1,49 @@
-"""Channel: a DMA channel, engine or IPCQ link; a SimPy resource one command holds at a time."""
+"""Channel: a DMA channel, engine or IPCQ link; a capacity-1 FIFO one command holds at a time."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import simpy
 
-from emulator.recorder import Recorder
+from emulator.recorder import Recorder, emitter
 from emulator.trace.schema import Kind
+
+_REQUEST, _GRANT, _RELEASE, _COMPLETE = (
+    Kind.CHAN_REQUEST,
+    Kind.CHAN_GRANT,
+    Kind.CHAN_RELEASE,
+    Kind.COMPLETE,
+)
+
+#: A command: (cmd, hold, latency, future, on_grant, on_complete, done event or None).
+Job = tuple[int, int, int, int, Callable[[], Any] | None, Callable[[Any], Any] | None, Any]
 
 
 class Channel:
-    """A capacity-1 SimPy resource; each command requests it, holds it, releases it, completes.
+    """A capacity-1 FIFO; each command requests it, holds it, releases it, completes.
 
     A command holds the channel for ``hold`` cycles (that is what serialises
     commands on one channel) and completes ``latency`` cycles after release
     (latency pipelines: the next command's hold overlaps it). Every step is
     recorded: request, grant, release, complete.
+
+    The channel behaves exactly as a ``simpy.Resource(capacity=1)`` that each
+    command requests, holds and releases, down to the order of same-cycle events,
+    without the resource's bookkeeping events: a free channel is granted at
+    once; a release schedules the grant of the oldest waiting command as that
+    resource does (a release event, then a grant event, each queued behind the
+    events of the same cycle already scheduled), and grants at once when those
+    two would be the next events anyway (``env.peek()`` is later than now).
     """
 
     def __init__(
         self,
         env: simpy.Environment,
-        recorder: Recorder,
+        recorder: Recorder | None,
         *,
         cid: int,
         pe: int,
@@ -32,7 +52,8 @@ class Channel:
         name: str,
     ):
         self.env = env
-        self.recorder = recorder
+        #: ``recorder.emit``, None when nothing is recorded.
+        self._emit = emitter(recorder)
         #: Index in the launch's channel table (what trace events name).
         self.cid = cid
         self.pe = pe
@@ -41,11 +62,16 @@ class Channel:
         #: Index among the PE's channels of the same kind (read channel 0, 1, ...).
         self.index = index
         self.name = name
-        self.resource = simpy.Resource(env, capacity=1)
         #: Cycle at which every command submitted so far will have released the channel.
         self.busy_until = 0
         #: Cycles the channel has been held in total.
         self.busy_cycles = 0
+        #: Whether a command holds the channel (or has been granted it, its grant pending).
+        self.busy = False
+        #: Commands waiting for the channel, oldest first.
+        self.queue: deque[Job] = deque()
+        #: The command holding the channel.
+        self._holder: Job | None = None
 
     def describe(self) -> dict[str, Any]:
         """The channel's entry in a trace header's channel table."""
@@ -73,77 +99,97 @@ class Channel:
         the command's value; ``on_complete(value)`` runs at completion, before
         the event fires, and may replace the value.
         """
-        hold = max(int(hold), 1)
-        now = self.env.now
-        self.busy_until = max(self.busy_until, now) + hold
-        self.recorder.emit(Kind.CHAN_REQUEST, now, self.pe, self.cid, cmd)
-        job = _Job(self, cmd, hold, latency, future, on_grant, on_complete)
-        request = job.request = self.resource.request()
-        if request.triggered:
-            # SimPy grants a free resource synchronously; then a command with no
-            # latency and no completion work completes with its hold timeout
-            # itself, which saves an event per compute command.
+        if type(hold) is not int or hold < 1:
+            hold = max(int(hold), 1)
+        env = self.env
+        now = env.now
+        busy_until = self.busy_until
+        self.busy_until = (busy_until if busy_until > now else now) + hold
+        if self._emit is not None:
+            self._emit(_REQUEST, now, self.pe, self.cid, cmd)
+        if not self.busy and not self.queue:
+            self.busy = True
             if not latency and on_complete is None:
-                return job.granted()
-            job.done = self.env.event()
-            job.granted()
-            return job.done
-        job.done = self.env.event()
-        request.callbacks.append(job.granted)
-        return job.done
+                # Nothing happens between release and completion: the hold's own
+                # event is the completion, which saves an event per compute command.
+                return self._grant((cmd, hold, 0, future, on_grant, None, None))
+            done = env.event()
+            self._grant((cmd, hold, latency, future, on_grant, on_complete, done))
+            return done
+        done = env.event()
+        self.queue.append((cmd, hold, latency, future, on_grant, on_complete, done))
+        if not self.busy:
+            # Released this cycle, its grant not yet made: the oldest waiting command
+            # gets the channel now, as a resource grants its queue on any request.
+            self._grant_later(self.queue.popleft())
+        return done
 
-
-class _Job:
-    """One command's passage through a channel: grant, hold, release, complete."""
-
-    __slots__ = (
-        "channel",
-        "cmd",
-        "hold",
-        "latency",
-        "future",
-        "on_grant",
-        "on_complete",
-        "request",
-        "done",
-    )
-
-    def __init__(self, channel: Channel, cmd, hold, latency, future, on_grant, on_complete):
-        self.channel = channel
-        self.cmd = cmd
-        self.hold = hold
-        self.latency = latency
-        self.future = future
-        self.on_grant = on_grant
-        self.on_complete = on_complete
-        self.request: simpy.Event | None = None
-        #: Fires at completion (None when the hold timeout itself is the completion).
-        self.done: simpy.Event | None = None
-
-    def granted(self, _: simpy.Event | None = None) -> simpy.Event:
-        channel = self.channel
-        env = channel.env
-        channel.recorder.emit(Kind.CHAN_GRANT, env.now, channel.pe, channel.cid, self.cmd)
-        value = self.on_grant() if self.on_grant is not None else None
-        hold_event = env.timeout(self.hold, value)
-        hold_event.callbacks.append(self.released)
+    def _grant(self, job: Job, _event: simpy.Event | None = None) -> simpy.Event:
+        """Start ``job``'s hold; the returned event fires at its release."""
+        env = self.env
+        if self._emit is not None:
+            self._emit(_GRANT, env.now, self.pe, self.cid, job[0])
+        self._holder = job
+        on_grant = job[4]
+        hold_event = env.timeout(job[1], on_grant() if on_grant is not None else None)
+        hold_event.callbacks.append(self._released)
         return hold_event
 
-    def released(self, hold_event: simpy.Event) -> None:
-        channel = self.channel
-        channel.busy_cycles += self.hold
-        channel.recorder.emit(Kind.CHAN_RELEASE, channel.env.now, channel.pe, channel.cid, self.cmd)
-        channel.resource.release(self.request)
-        if self.latency:
-            channel.env.timeout(self.latency, hold_event._value).callbacks.append(self.completed)
-        else:
-            self.completed(hold_event)
+    def _grant_later(self, job: Job) -> None:
+        """Grant ``job`` in an event of its own, behind those this cycle already has."""
+        self.busy = True
+        self.env.timeout(0).callbacks.append(partial(self._grant, job))
 
-    def completed(self, event: simpy.Event) -> None:
-        channel = self.channel
+    def _released(self, hold_event: simpy.Event) -> None:
+        cmd, hold, latency, future, _, on_complete, done = self._holder
+        self._holder = None
+        self.busy_cycles += hold
+        env = self.env
+        now = env.now
+        if self._emit is not None:
+            self._emit(_RELEASE, now, self.pe, self.cid, cmd)
+        self.busy = False
+        grant_next = False
+        if self.queue:
+            # The release event would be the next one when no other event waits in this
+            # cycle and no caller's callback follows this one (the hold event is ours
+            # when there is a done event): then doing its work at the end of this
+            # callback is the same.
+            grant_next = done is not None and env.peek() > now
+            if not grant_next:
+                env.timeout(0).callbacks.append(self._grant_next)
+        if latency:
+            landing = env.timeout(latency, hold_event._value)
+            landing.callbacks.append(partial(self._completed, cmd, future, on_complete, done))
+        else:
+            self._completed(cmd, future, on_complete, done, hold_event)
+        if grant_next:
+            self._grant_next()
+
+    def _grant_next(self, _event: simpy.Event | None = None) -> None:
+        """The oldest waiting command gets the free channel (a resource's release event)."""
+        if self.busy or not self.queue:
+            return
+        job = self.queue.popleft()
+        if self.env.peek() > self.env.now:
+            # Its grant event would be the next one: grant it now.
+            self.busy = True
+            self._grant(job)
+        else:
+            self._grant_later(job)
+
+    def _completed(
+        self,
+        cmd: int,
+        future: int,
+        on_complete: Callable[[Any], Any] | None,
+        done: simpy.Event | None,
+        event: simpy.Event,
+    ) -> None:
         value = event._value
-        if self.on_complete is not None:
-            value = self.on_complete(value)
-        channel.recorder.emit(Kind.COMPLETE, channel.env.now, channel.pe, self.cmd, self.future)
-        if self.done is not None:
-            self.done.succeed(value)
+        if on_complete is not None:
+            value = on_complete(value)
+        if self._emit is not None:
+            self._emit(_COMPLETE, self.env.now, self.pe, cmd, future)
+        if done is not None:
+            done.succeed(value)

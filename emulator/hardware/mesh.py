@@ -18,7 +18,11 @@ class Mesh:
     """Builds every PE of the config and links neighbours in each direction."""
 
     def __init__(
-        self, env: simpy.Environment, recorder: Recorder, config: HardwareConfig, memory: Memory
+        self,
+        env: simpy.Environment,
+        recorder: Recorder | None,
+        config: HardwareConfig,
+        memory: Memory,
     ):
         self.env = env
         self.config = config

@@ -14,7 +14,7 @@ from emulator.config import HardwareConfig
 from emulator.hardware.channel import Channel
 from emulator.hardware.scratch import Scratch
 from emulator.memory import Memory
-from emulator.recorder import Recorder
+from emulator.recorder import Recorder, emitter
 from emulator.trace.schema import Kind
 
 
@@ -35,7 +35,7 @@ class ProcessingElement:
     def __init__(
         self,
         env: simpy.Environment,
-        recorder: Recorder,
+        recorder: Recorder | None,
         config: HardwareConfig,
         memory: Memory,
         *,
@@ -43,7 +43,8 @@ class ProcessingElement:
         new_channel: Callable[..., Channel],
     ):
         self.env = env
-        self.recorder = recorder
+        #: ``recorder.emit``, None when nothing is recorded.
+        self._emit = emitter(recorder)
         self.config = config
         self.memory = memory
         self.pe = pe
@@ -118,7 +119,8 @@ class ProcessingElement:
         env = self.env
 
         def enter_link() -> None:
-            self.recorder.emit(Kind.IPCQ_SEND, env.now, self.pe, cmd, dest.pe, data.nbytes)
+            if self._emit is not None:
+                self._emit(Kind.IPCQ_SEND, env.now, self.pe, cmd, dest.pe, data.nbytes)
 
         def deliver(_: Any) -> None:
             dest.deliver(arrive_from, Message(cmd, self.pe, data))
@@ -153,9 +155,11 @@ class ProcessingElement:
         return event
 
     def _match(self, cmd: int, future: int, event: simpy.Event, message: Message) -> None:
-        now = self.env.now
-        self.recorder.emit(Kind.IPCQ_RECV, now, self.pe, message.cmd, message.src_pe, future)
-        self.recorder.emit(Kind.COMPLETE, now, self.pe, cmd, future)
+        emit = self._emit
+        if emit is not None:
+            now = self.env.now
+            emit(Kind.IPCQ_RECV, now, self.pe, message.cmd, message.src_pe, future)
+            emit(Kind.COMPLETE, now, self.pe, cmd, future)
         event.succeed(message.data)
 
 

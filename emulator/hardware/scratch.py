@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from emulator.errors import ScratchOverflowError
-from emulator.recorder import Recorder
+from emulator.recorder import Recorder, emitter
 from emulator.trace.schema import Kind
 
 
 class Scratch:
     """Tracks the bytes of each live buffer on one PE and records every alloc and free."""
 
-    def __init__(self, env, recorder: Recorder, *, pe: int, capacity: int):
+    def __init__(self, env, recorder: Recorder | None, *, pe: int, capacity: int):
         self.env = env
-        self.recorder = recorder
+        #: ``recorder.emit``, None when nothing is recorded.
+        self._emit = emitter(recorder)
         self.pe = pe
         self.capacity = capacity
         #: Bytes currently allocated.
@@ -35,8 +36,10 @@ class Scratch:
         self.check(nbytes)
         self.buffers[buffer] = nbytes
         self.in_use += nbytes
-        self.peak = max(self.peak, self.in_use)
-        self.recorder.emit(Kind.SCRATCH_ALLOC, self.env.now, self.pe, buffer, nbytes, self.in_use)
+        if self.in_use > self.peak:
+            self.peak = self.in_use
+        if self._emit is not None:
+            self._emit(Kind.SCRATCH_ALLOC, self.env.now, self.pe, buffer, nbytes, self.in_use)
 
     def free(self, buffer: int) -> None:
         """Release ``buffer`` (ignored if it is not live)."""
@@ -44,4 +47,5 @@ class Scratch:
         if nbytes is None:
             return
         self.in_use -= nbytes
-        self.recorder.emit(Kind.SCRATCH_FREE, self.env.now, self.pe, buffer, nbytes, self.in_use)
+        if self._emit is not None:
+            self._emit(Kind.SCRATCH_FREE, self.env.now, self.pe, buffer, nbytes, self.in_use)

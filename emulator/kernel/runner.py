@@ -7,6 +7,7 @@ import itertools
 import math
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,7 +23,7 @@ from emulator.kernel.futures import RecvFuture
 from emulator.kernel.source import LocationCache, is_kernel_code
 from emulator.kernel.tl import TL
 from emulator.memory import Memory
-from emulator.recorder import MemoryRecorder, NullRecorder, Recorder, TeeRecorder
+from emulator.recorder import MemoryRecorder, NullRecorder, Recorder, TeeRecorder, emitter
 from emulator.trace.schema import Kind, SourceLoc
 
 
@@ -56,6 +57,9 @@ class RunResult:
     events: list[tuple[Any, ...]] | None = field(default=None, repr=False)
 
 
+_new_tuple = tuple.__new__
+
+
 class _Program:
     """One program instance: its greenlet, its tl and where it runs."""
 
@@ -70,6 +74,15 @@ class _Program:
         self.wake = None
 
 
+class _Start:
+    """What starts a kernel: its tl, carried as an event carries its value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, tl: TL):
+        self._value = tl
+
+
 class Launch:
     """The state one launch shares across its programs: clock, hardware, ids, op log."""
 
@@ -77,6 +90,8 @@ class Launch:
         self.config = config
         self.memory = memory
         self.recorder = recorder
+        #: ``recorder.emit``, None when nothing is recorded (emit sites then do no work).
+        self.emit = emitter(recorder)
         self.grid = grid
         self.env = simpy.Environment()
         self.locations = LocationCache(recorder.add_source)
@@ -102,8 +117,10 @@ class Launch:
         return next(self._buffers)
 
     def log_op(self, time: int, pe: int, category: str, op: str) -> None:
-        self.op_log.append(OpRecord(time, pe, category, op))
-        self.recorder.emit(Kind.OP_LOG, time, pe, category, op)
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (half the cost).
+        self.op_log.append(_new_tuple(OpRecord, (time, pe, category, op)))
+        if self.emit is not None:
+            self.emit(Kind.OP_LOG, time, pe, category, op)
 
 
 def run_kernel(
@@ -269,38 +286,56 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
         kernel(tl, *args)
         tl._drain()
 
-    def resume(program: _Program, value: Any) -> None:
-        try:
-            event = program.glet.switch(value)
-        except EmulatorError as e:
-            _kernel_failed(launch, program, e, e.loc)
-            raise
-        except Exception as e:
-            loc = _innermost_kernel_loc(launch, e)
-            _kernel_failed(launch, program, e, loc)
-            raise KernelError(
-                f"{name} raised {type(e).__name__}: {e}",
-                pe=program.pe,
-                loc=loc,
-                kernel_traceback="".join(traceback.format_exception(e)),
-            ) from e
-        if program.glet.dead:
-            program.ended = True
-            program.tl.closed = True
-            pe_end_times[program.pe] = env.now
-            rec.emit(Kind.KERNEL_END, env.now, program.pe)
-        else:
-            event.callbacks.append(program.wake)
+    def failed(program: _Program, error: Exception) -> Exception:
+        """Record that the kernel raised ``error``; what run_kernel raises for it."""
+        if isinstance(error, EmulatorError):
+            _kernel_failed(launch, program, error, error.loc)
+            return error
+        loc = _innermost_kernel_loc(launch, error)
+        _kernel_failed(launch, program, error, loc)
+        return KernelError(
+            f"{name} raised {type(error).__name__}: {error}",
+            pe=program.pe,
+            loc=loc,
+            kernel_traceback="".join(traceback.format_exception(error)),
+        )
+
+    def ended(program: _Program) -> None:
+        program.ended = True
+        program.tl.closed = True
+        pe_end_times[program.pe] = env.now
+        rec.emit(Kind.KERNEL_END, env.now, program.pe)
+
+    def waker(program: _Program) -> Callable[[Any], None]:
+        """The callback that resumes ``program`` with an event's value (a kernel blocks on
+        an event by switching to the driver with it)."""
+        glet = program.glet
+        switch = glet.switch
+
+        def wake(event: Any) -> None:
+            try:
+                blocked_on = switch(event._value)
+            except Exception as e:
+                error = failed(program, e)
+                if error is e:
+                    raise
+                raise error from e
+            if glet.dead:
+                ended(program)
+            else:
+                blocked_on.callbacks.append(wake)
+
+        return wake
 
     try:
         for linear, pid in _pids(launch.grid):
             tl = TL(launch, launch.mesh.pes[linear], pid)
             program = _Program(greenlet.greenlet(body, parent=launch.driver), tl, linear)
-            program.wake = _waker(resume, program)
+            program.wake = waker(program)
             programs.append(program)
             rec.emit(Kind.KERNEL_START, 0, linear, name, kernel_loc)
         for program in programs:
-            resume(program, program.tl)
+            program.wake(_Start(program.tl))
         env.run()
         blocked = [p for p in programs if not p.ended]
         if blocked:
@@ -311,13 +346,6 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
                 program.tl.closed = True
                 program.glet.throw(greenlet.GreenletExit)
     return pe_end_times
-
-
-def _waker(resume, program: _Program):
-    def wake(event: simpy.Event) -> None:
-        resume(program, event._value)
-
-    return wake
 
 
 def _kernel_failed(

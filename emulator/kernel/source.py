@@ -39,20 +39,42 @@ def relative_path(filename: str) -> str:
 
 
 class LocationCache:
-    """Maps (code object, line) to SourceLoc and reports each new file's source once.
+    """Maps tl call sites to SourceLoc and reports each new file's source once.
 
     ``kernel_code``, set by the runner, is the kernel function's code object: a tl
     call made in any other function (a helper the kernel called) gets, as its loc's
     ``caller``, the kernel's line that called into that helper.
+
+    Call sites are keyed on what is cheap to read and hash: the id of the code
+    object (kept alive in ``_codes`` so the id stays its own; code objects do not
+    cache their hash) and the frame's ``f_lasti``, the offset of the call
+    instruction, which belongs to exactly one line. The line itself is looked up
+    once per call site.
     """
 
     def __init__(self, on_new_file: Callable[[str, str], None]):
-        self._locs: dict[tuple[object, int], SourceLoc] = {}
-        # (helper code, helper line, kernel line) -> loc with its caller.
-        self._called: dict[tuple[object, int, int], SourceLoc] = {}
+        # (id(code), line) -> loc: one loc per line, whichever call on it asked first.
+        self._locs: dict[tuple[int, int], SourceLoc] = {}
+        # Offset of a call in the kernel function -> its loc.
+        self._in_kernel: dict[int, SourceLoc] = {}
+        # (id(code), offset) -> loc of a call outside the kernel function's frames.
+        self._outside: dict[tuple[int, int], SourceLoc] = {}
+        # (id(helper code), helper offset, kernel offset) -> loc with its caller.
+        self._called: dict[tuple[int, int, int], SourceLoc] = {}
+        # Every code object whose id is in a key, by id.
+        self._codes: dict[int, CodeType] = {}
         self._files: dict[str, str] = {}
         self._on_new_file = on_new_file
-        self.kernel_code: CodeType | None = None
+        self._kernel_code: CodeType | None = None
+
+    @property
+    def kernel_code(self) -> CodeType | None:
+        return self._kernel_code
+
+    @kernel_code.setter
+    def kernel_code(self, code: CodeType | None) -> None:
+        self._kernel_code = code
+        self._in_kernel = {}
 
     def caller(self) -> SourceLoc:
         """The location of the innermost frame outside the emulator's kernel layer, with
@@ -62,42 +84,47 @@ class LocationCache:
             frame = frame.f_back
         if frame is None:
             return SourceLoc("<unknown>", 0, "<unknown>")
-        code, line = frame.f_code, frame.f_lineno
-        if code is self.kernel_code:  # the hot path: a tl call in the kernel function
-            loc = self._locs.get((code, line))
-            return loc if loc is not None else self.of_frame(frame, line)
-        return self._in_helper(frame, code, line)
+        code = frame.f_code
+        if code is self._kernel_code:  # the hot path: a tl call in the kernel function
+            loc = self._in_kernel.get(frame.f_lasti)
+            if loc is None:
+                loc = self._in_kernel[frame.f_lasti] = self.of_frame(frame, frame.f_lineno)
+            return loc
+        return self._in_helper(frame, code)
 
-    def _in_helper(self, frame: FrameType, code: CodeType, line: int) -> SourceLoc:
+    def _in_helper(self, frame: FrameType, code: CodeType) -> SourceLoc:
         """The loc of a tl call outside the kernel function: inside a helper (called
         directly or through others), with the kernel frame's line as its caller."""
-        kernel_code = self.kernel_code
+        kernel_code = self._kernel_code
         kernel = frame.f_back if kernel_code is not None else None
         while kernel is not None and kernel.f_code is not kernel_code:
             kernel = kernel.f_back
         if kernel is None:
-            return self.of_frame(frame, line)
-        key = (code, line, kernel.f_lineno)
-        loc = self._called.get(key)
+            key = (id(code), frame.f_lasti)
+            loc = self._outside.get(key)
+            if loc is None:
+                self._codes[key[0]] = code
+                loc = self._outside[key] = self.of_frame(frame, frame.f_lineno)
+            return loc
+        key3 = (id(code), frame.f_lasti, kernel.f_lasti)
+        loc = self._called.get(key3)
         if loc is None:
-            caller = self.of_frame(kernel, key[2])
-            loc = self.of_frame(frame, line)._replace(caller=caller)
-            self._called[key] = loc
+            self._codes[key3[0]] = code
+            caller = self.of_frame(kernel, kernel.f_lineno)
+            loc = self.of_frame(frame, frame.f_lineno)._replace(caller=caller)
+            self._called[key3] = loc
         return loc
 
     def of_frame(self, frame: FrameType, line: int) -> SourceLoc:
-        key = (frame.f_code, line)
-        loc = self._locs.get(key)
-        if loc is None:
-            loc = SourceLoc(self.file(frame.f_code.co_filename), line, frame.f_code.co_name)
-            self._locs[key] = loc
-        return loc
+        return self.of_code(frame.f_code, line)
 
-    def of_code(self, code, line: int | None = None) -> SourceLoc:
-        key = (code, line or code.co_firstlineno)
+    def of_code(self, code: CodeType, line: int | None = None) -> SourceLoc:
+        line = line or code.co_firstlineno
+        key = (id(code), line)
         loc = self._locs.get(key)
         if loc is None:
-            loc = SourceLoc(self.file(code.co_filename), key[1], code.co_name)
+            self._codes[key[0]] = code
+            loc = SourceLoc(self.file(code.co_filename), line, code.co_name)
             self._locs[key] = loc
         return loc
 
