@@ -57,11 +57,23 @@ class Memory:
 
     def get(self, addr: int, shape: tuple[int, ...], dtype: str = "f16") -> np.ndarray:
         """A copy of the array of ``shape`` and ``dtype`` stored at ``addr``."""
+        # Every load's data comes through here: inlined rather than a call to view().
         np_dtype = to_numpy(dtype)
         shape = check_shape(shape)
         nbytes = math.prod(shape) * np_dtype.itemsize
         self.check(addr, nbytes)
         return self.data[addr : addr + nbytes].view(np_dtype).reshape(shape).copy()
+
+    def view(self, addr: int, shape: tuple[int, ...], dtype: str = "f16") -> np.ndarray:
+        """The array of ``shape`` and ``dtype`` at ``addr`` as a view of the memory: writes land.
+
+        Filling a large input block by block through it makes no copy of the whole.
+        """
+        np_dtype = to_numpy(dtype)
+        shape = check_shape(shape)
+        nbytes = math.prod(shape) * np_dtype.itemsize
+        self.check(addr, nbytes)
+        return self.data[addr : addr + nbytes].view(np_dtype).reshape(shape)
 
     def write(self, addr: int, array: np.ndarray) -> None:
         """Store ``array``'s bytes at ``addr``."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +14,7 @@ from emulator.config import HardwareConfig
 from emulator.kernel.runner import RunResult, run_kernel
 from emulator.kernels import attention, gemm
 from emulator.memory import Memory
+from emulator.reference import attention_reference, close, random_inputs
 
 
 @dataclass
@@ -34,29 +35,6 @@ class Scenario:
         return run_kernel(self.kernel, self.args, self.grid, self.memory, self.config, **kwargs)
 
 
-def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """softmax(q k^T / sqrt(d)) v in f64."""
-    q, k, v = (x.astype(np.float64) for x in (q, k, v))
-    s = q @ k.T / math.sqrt(q.shape[1])
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    return (p / p.sum(axis=1, keepdims=True)) @ v
-
-
-def _close(name: str, got: np.ndarray, want: np.ndarray) -> None:
-    if not np.allclose(got.astype(np.float64), want, rtol=2e-2, atol=2e-2):
-        err = np.abs(got.astype(np.float64) - want).max()
-        raise AssertionError(
-            f"{name}: output differs from the numpy reference (max error {err:.4g})"
-        )
-
-
-def _qkv(rng, q_rows: int, kv_rows: int, head_dim: int):
-    q = rng.standard_normal((q_rows, head_dim)).astype(np.float16)
-    k = rng.standard_normal((kv_rows, head_dim)).astype(np.float16)
-    v = rng.standard_normal((kv_rows, head_dim)).astype(np.float16)
-    return q, k, v
-
-
 def _attention(
     kernel,
     description: str,
@@ -72,15 +50,19 @@ def _attention(
     """Random Q, K, V in HBM, room for O, and a check of O against the numpy reference.
 
     The kernel is called as ``kernel(tl, q_ptr, k_ptr, v_ptr, o_ptr, *sizes)``.
+    K and V are written and checked block by block, never held whole outside HBM.
     """
-    rng = np.random.default_rng(seed)
-    q, k, v = _qkv(rng, q_rows, kv_rows, head_dim)
+    q, k, v = random_inputs(seed, (q_rows, head_dim), (kv_rows, head_dim), (kv_rows, head_dim))
     mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
-    q_ptr, k_ptr, v_ptr = mem.put(q), mem.put(k), mem.put(v)
+    q_ptr, k_ptr, v_ptr = q.store(mem), k.store(mem), v.store(mem)
     o_ptr = mem.alloc(q.nbytes)
 
     def check(memory: Memory) -> None:
-        _close(kernel.__name__, memory.get(o_ptr, q.shape, "f16"), attention_reference(q, k, v))
+        # K and V drawn again from their seed: the reference is of the inputs as given,
+        # even if the kernel wrote over them.
+        want = attention_reference(q.whole(), k.blocks(), v.blocks())
+        got = memory.get(o_ptr, q.shape, "f16")
+        close(kernel.__name__, got, want, rtol=2e-2, atol=2e-2)
 
     return Scenario(
         kernel=kernel,
@@ -257,20 +239,27 @@ def tiled_gemm(
         )
     pes = m // block_m
     config = (config or HardwareConfig()).replace(mesh_rows=1, mesh_cols=pes)
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal((m, k)).astype(np.float16)
-    b = rng.standard_normal((k, n)).astype(np.float16)
-    # Tile-major A: tile (i, kb) contiguous, kb outer (see gemm.tiled_gemm).
-    tiles = a.reshape(m // block_m, block_m, k // block_k, block_k).transpose(2, 0, 1, 3)
+    # Row blocks of whole block_m tiles, so each lands in the tile-major layout as it is drawn.
+    a, b = random_inputs(seed, (m, k), (k, n))
+    a = dataclasses.replace(a, row_multiple=block_m)
     mem = Memory(size_bytes=a.nbytes + b.nbytes + m * n * 4 + (1 << 16))
-    a_ptr, b_ptr = mem.put(np.ascontiguousarray(tiles)), mem.put(b)
+    a_ptr = mem.alloc(a.nbytes)
+    # Tile-major A: tile (i, kb) contiguous, kb outer (see gemm.tiled_gemm).
+    tiles = mem.view(a_ptr, (k // block_k, m // block_m, block_m, block_k), "f16")
+    row = 0
+    for block in a.blocks():
+        first, count = row // block_m, len(block) // block_m
+        tiles[:, first : first + count] = block.reshape(
+            count, block_m, k // block_k, block_k
+        ).transpose(2, 0, 1, 3)
+        row += len(block)
+    b_ptr = b.store(mem)
     c_ptr = mem.alloc(m * n * 4)
 
     def check(memory: Memory) -> None:
-        want = a.astype(np.float64) @ b.astype(np.float64)
-        got = memory.get(c_ptr, (m, n), "f32")
-        if not np.allclose(got, want, rtol=1e-3, atol=1e-2):
-            raise AssertionError(f"tiled_gemm: max error {np.abs(got - want).max():.4g}")
+        _check_rows(
+            "tiled_gemm", memory.view(c_ptr, (m, n), "f32"), a.blocks(), b.whole(), lambda c: c
+        )
 
     return Scenario(
         kernel=gemm.tiled_gemm,
@@ -281,6 +270,22 @@ def tiled_gemm(
         check=check,
         description=tiled_gemm.__doc__,
     )
+
+
+def _check_rows(name: str, got: np.ndarray, a_blocks, b: np.ndarray, epilogue) -> None:
+    """Compare C = epilogue(A @ B) with ``got`` one block of A's rows at a time."""
+    b = b.astype(np.float64)
+    row = 0
+    for block in a_blocks:
+        want = epilogue(block.astype(np.float64) @ b)
+        close(
+            f"{name} rows {row}..{row + len(block) - 1}",
+            got[row : row + len(block)],
+            want,
+            rtol=1e-3,
+            atol=1e-2,
+        )
+        row += len(block)
 
 
 def _gemm_epilogue(
@@ -296,20 +301,21 @@ def _gemm_epilogue(
 ) -> Scenario:
     if m % tile:
         raise ValueError(f"m={m} must be a multiple of tile={tile}")
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal((m, k)).astype(np.float16)
-    b = rng.standard_normal((k, n)).astype(np.float16)
-    bias = rng.standard_normal(n).astype(np.float32)
+    a, b, bias = random_inputs(seed, (m, k), (k, n), (n,), dtypes=("f16", "f16", "f32"))
     scale = 0.5
     mem = Memory(size_bytes=a.nbytes + b.nbytes + bias.nbytes + m * n * 4 + (1 << 16))
-    a_ptr, b_ptr, bias_ptr = mem.put(a), mem.put(b), mem.put(bias)
+    a_ptr, b_ptr, bias_ptr = a.store(mem), b.store(mem), bias.store(mem)
     c_ptr = mem.alloc(m * n * 4)
 
     def check(memory: Memory) -> None:
-        want = np.maximum((a.astype(np.float64) @ b.astype(np.float64)) * scale + bias, 0)
-        got = memory.get(c_ptr, (m, n), "f32")
-        if not np.allclose(got, want, rtol=1e-3, atol=1e-2):
-            raise AssertionError(f"{kernel.__name__}: max error {np.abs(got - want).max():.4g}")
+        bias_values = bias.whole().astype(np.float64)
+        _check_rows(
+            kernel.__name__,
+            memory.view(c_ptr, (m, n), "f32"),
+            a.blocks(),
+            b.whole(),
+            lambda c: np.maximum(c * scale + bias_values, 0),
+        )
 
     return Scenario(
         kernel=kernel,

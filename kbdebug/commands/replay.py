@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import os
+import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.reader import open_trace_file, read_trace
-from kbdebug.cli import UserError
+from emulator.trace.writer import TraceWriter
+from kbdebug import __version__
+from kbdebug.commands.hints import not_a_trace_hint
+from kbdebug.errors import UserError
 
 #: Opened by a bare ``kbdebug``.
 BUNDLED_TRACE = "flawed_prefetch.kbt"
@@ -36,10 +44,71 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def bundled_trace() -> Path:
-    """The bundled flawed-prefetch trace, relative to the project root."""
+    """The bundled flawed-prefetch trace.
+
+    In a checkout (or an editable install) it is the project's traces/ file. A
+    package installed without it (``pip install .``, a wheel) records the same
+    trace once into the cache directory and opens that.
+    """
     import kbdebug
 
-    return Path(kbdebug.__file__).resolve().parents[1] / "traces" / BUNDLED_TRACE
+    checkout = Path(kbdebug.__file__).resolve().parents[1] / "traces" / BUNDLED_TRACE
+    return checkout if checkout.is_file() else recorded_example()
+
+
+def cache_dir() -> Path:
+    """``$KBDEBUG_CACHE_DIR``, else the user's cache directory's kbdebug/."""
+    explicit = os.environ.get("KBDEBUG_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "kbdebug"
+
+
+def recorded_example() -> Path:
+    """The flawed-prefetch trace recorded by this installation, recorded now if need be.
+
+    Named by a digest of the emulator's sources: another version records its own.
+    An unwritable cache directory falls back to a temporary one.
+    """
+    from emulator.scenarios import SCENARIOS
+
+    name = f"{Path(BUNDLED_TRACE).stem}-{_emulator_digest()}.kbt"
+    for folder in (
+        cache_dir() / "examples",
+        Path(tempfile.gettempdir()) / f"kbdebug-{os.getuid()}",
+    ):
+        path = folder / name
+        if path.is_file():
+            return path
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=name, suffix=".partial")
+        except OSError:
+            continue
+        print(f"kbdebug: recording the example trace once into {path}", file=sys.stderr)
+        try:
+            with os.fdopen(fd, "wb") as f, TraceWriter(f) as writer:
+                SCENARIOS[Path(BUNDLED_TRACE).stem]().run(recorder=writer)
+            os.replace(temp, path)
+        except OSError:
+            Path(temp).unlink(missing_ok=True)
+            continue
+        return path
+    raise UserError(
+        "the bundled trace is missing and cannot be recorded; give a trace: kbdebug TRACE.kbt"
+    )
+
+
+def _emulator_digest() -> str:
+    """A short digest of the emulator's Python sources (what the recorded trace depends on)."""
+    import emulator
+
+    digest = hashlib.sha256(__version__.encode())
+    root = Path(emulator.__file__).resolve().parent
+    for source in sorted(root.rglob("*.py")):
+        digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def check_header(path: Path) -> None:
@@ -60,21 +129,36 @@ def check_header(path: Path) -> None:
         probe = read_trace(head)
     except TraceFormatError as e:
         where = f"at byte {e.offset}: " if e.offset is not None else ""
-        raise UserError(f"{path}: {where}{e.reason}") from None
+        raise UserError(_with_hint(f"{path}: {where}{e.reason}", path, head)) from None
     if probe.version is None:
         what = "empty file" if not head else "the file ends inside the header"
-        raise UserError(f"{path}: not a kbt trace ({what})")
+        raise UserError(_with_hint(f"{path}: not a kbt trace ({what})", path, head))
+
+
+def _with_hint(message: str, path: Path, head: bytes) -> str:
+    hint = not_a_trace_hint(path, head)
+    return f"{message}; {hint}" if hint else message
 
 
 def run(args: argparse.Namespace) -> int:
-    from kbdebug.replay import Replay
-
     if args.trace is None:
         path = bundled_trace()
         if not path.is_file():
             raise UserError(f"the bundled trace {path} is missing; give a trace: kbdebug TRACE.kbt")
     else:
         path = Path(args.trace)
+    return open_app(path)
+
+
+def open_app(path: Path, rerun: Sequence[str] | None = None) -> int:
+    """Open the trace at ``path`` in the app until it quits; UserError if it cannot be opened.
+
+    ``rerun`` is the ``kbdebug`` argv (``run ...``) that records the trace again:
+    the app offers a key for it when it knows how.
+    """
+    from kbdebug.replay import Replay
+
+    path = Path(path)
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a trace")
     check_header(path)
@@ -89,7 +173,10 @@ def run(args: argparse.Namespace) -> int:
 
     from kbdebug.ui import KbdebugApp
 
-    app = KbdebugApp(path=str(path), replay=replay)
+    options = {}
+    if rerun is not None and "rerun" in inspect.signature(KbdebugApp).parameters:
+        options["rerun"] = list(rerun)
+    app = KbdebugApp(path=str(path), replay=replay, **options)
     app.run()
     if app.load_error is not None:
         raise UserError(app.load_error)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import importlib.util
 import inspect
-import os
 import signal
 import sys
 import threading
@@ -24,6 +24,8 @@ from emulator.recorder import NullRecorder
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace import wire
 from emulator.trace.writer import TraceWriter
+from kbdebug.commands.hints import listed, run_hint, scenario_functions
+from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.outputs import Output
 
@@ -55,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         epilog=f"built-in scenarios: {names}\n\n"
         "examples:\n"
-        "  kbdebug run decode_prefetch --set n_tiles=256 -o decode.kbt\n"
+        "  kbdebug run decode_prefetch --set n_tiles=256 -o decode.kbt --open\n"
         "  kbdebug run flawed_prefetch --set hbm_latency=800\n"
         "  kbdebug run my_kernels.py:launch --config hw.toml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -82,6 +84,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-check", action="store_true", help="skip the numpy reference check")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     p.add_argument(
+        "--open",
+        action="store_true",
+        help="open the trace in the app once it is written (a key there re-runs this command)",
+    )
+    p.add_argument(
         "--traceback", action="store_true", help="print the kernel's traceback if it raises"
     )
 
@@ -95,29 +102,79 @@ def run(args: argparse.Namespace) -> int:
     for setting in args.settings:
         key, value = _parse_setting(setting)
         if key in scenario_params:
-            params[key] = value
+            params[key] = _typed(builder, name, key, value)
         elif key in hw_fields:
             hw[key] = value
         else:
             known = ", ".join(sorted(scenario_params - {"config"}))
             raise UserError(
-                f"--set {key}: not a parameter of {name} ({known}) nor a hardware field"
+                f"--set {key}: not a parameter of {name} ({known}) nor a hardware field "
+                "(kbdebug hw lists them)"
             )
     try:
         config = HardwareConfig.from_toml(args.config) if args.config else HardwareConfig()
         if hw:
             config = config.replace(**hw)
     except ConfigError as e:
-        raise UserError(str(e)) from None
+        raise UserError(f"{e} (kbdebug hw lists the hardware fields)") from None
     if "config" in scenario_params:
         params["config"] = config
+
+    # _builder's name is SCENARIO or FILE.FUNCTION: two launches of one file get two traces.
+    # Checked before the inputs are built: a refused OUT costs no wait.
+    out = Output(
+        args.output or f"{name}.kbt", what="a kbdebug trace", ours=_is_trace, force=args.force
+    )
+    if args.open and out.stream:
+        raise UserError(f"--open needs a trace file; {out.target} is a device or a pipe")
+    show = not args.quiet and sys.stderr.isatty()
+    status = RunStatus(enabled=show)
+    try:
+        status.phase("building inputs")
+        started = time.perf_counter()
+        scenario = _build(builder, name, params, scenario_params, hw, config, args.config)
+        total = _estimate_events(builder, params) if show else None
+        status.clear()
+        print(f"setup:  inputs built in {time.perf_counter() - started:.2f} s", flush=True)
+        writer = _writer(out)
+        status.running(writer, total)
+        failure, stopped, result, elapsed = _record(scenario, writer, out)
+        status.clear()
+        _report_written(out, writer, failure, stopped)
+        if failure is not None:
+            kind = "deadlock" if isinstance(failure, DeadlockError) else "error"
+            print(f"status: {kind} after {elapsed:.2f} s")
+            message = _failure_message(failure, args.traceback)
+        else:
+            assert result is not None
+            _print_result(result, elapsed)
+            message = None
+            if scenario.check is not None and not args.no_check:
+                status.phase("checking output against numpy")
+                message = _check(scenario)
+                status.clear()
+    finally:
+        status.close()
+    if args.open:
+        from kbdebug.commands.replay import open_app
+
+        open_app(out.target, rerun=_rerun_argv(args, out.target))
+    elif not out.stream:
+        print(f"next:   kbdebug {out.target}")
+    if message is not None:
+        raise UserError(message, status=1)
+    return 0
+
+
+def _build(builder, name, params, scenario_params, hw, config, config_file) -> Scenario:
+    """The scenario of ``params``, with the hardware of ``config`` unless it sets its own."""
     try:
         scenario = builder(**params)
     except (TypeError, ValueError, EmulatorError) as e:
         raise UserError(f"{name}: {e}") from None
     if not isinstance(scenario, Scenario):
         raise UserError(f"{name} returned {type(scenario).__name__}, expected a Scenario")
-    if "config" not in scenario_params and (hw or args.config):
+    if "config" not in scenario_params and (hw or config_file):
         # A --config file stands for the hardware, not the launch: the scenario keeps its
         # mesh unless --set names it.
         mesh = {"mesh_rows": scenario.config.mesh_rows, "mesh_cols": scenario.config.mesh_cols}
@@ -129,22 +186,20 @@ def run(args: argparse.Namespace) -> int:
                 f"--set {key}={value}: {name} sets {key} to {getattr(scenario.config, key)} "
                 f"itself; use its own parameters ({own})"
             )
+    return scenario
 
-    # _builder's name is SCENARIO or FILE.FUNCTION: two launches of one file get two traces.
-    out = Output(
-        args.output or f"{name}.kbt", what="a kbdebug trace", ours=_is_trace, force=args.force
-    )
-    output = out.target
-    show = not args.quiet and sys.stderr.isatty()
-    total = _estimate_events(builder, params) if show else None
+
+def _writer(out: Output) -> TraceWriter:
     # Unbuffered: the writer buffers itself, and a killed run keeps what it wrote out.
-    writer = TraceWriter(out.open("wb", buffering=0))
-    progress = _Progress(writer, total, enabled=show)
+    return TraceWriter(out.open("wb", buffering=0))
+
+
+def _record(scenario: Scenario, writer: TraceWriter, out: Output):
+    """Run ``scenario`` into ``writer``: (failure, stop signal, result, wall seconds)."""
     started = time.perf_counter()
     failure: EmulatorError | None = None
     stopped: KeyboardInterrupt | None = None
     result = None
-    progress.start()
     try:
         with _stopped_by_signals(writer):
             result = scenario.run(recorder=writer)
@@ -158,17 +213,24 @@ def run(args: argparse.Namespace) -> int:
             raise
         # A refused write surfaces as whatever the emulator made of it: write_error tells.
     finally:
-        progress.stop()
         try:
             writer.close()
         except OSError:
             pass  # kept in writer.write_error
-    elapsed = time.perf_counter() - started
+    return failure, stopped, result, time.perf_counter() - started
 
+
+def _report_written(
+    out: Output,
+    writer: TraceWriter,
+    failure: EmulatorError | None,
+    stopped: KeyboardInterrupt | None,
+) -> None:
+    """Put the trace in place and say where it went, or raise UserError for a lost run."""
     if writer.write_error is not None:
         out.discard()
         reason = writer.write_error.strerror or writer.write_error
-        raise UserError(f"cannot write {output}: {reason}", status=1)
+        raise UserError(f"cannot write {out.target}: {reason}", status=1)
     if failure is not None and writer.events == 0:
         # Refused before anything ran (a grid the mesh cannot hold, say): no trace to keep.
         out.discard()
@@ -178,36 +240,62 @@ def run(args: argparse.Namespace) -> int:
     size = out.size()
     out.commit()
     if out.stream:
-        print(f"trace:  {output} ({writer.events:,} events)")
+        print(f"trace:  {out.target} ({writer.events:,} events)")
     else:
         print(
-            f"trace:  {output} ({size:,} bytes, {writer.events:,} events, "
+            f"trace:  {out.target} ({size:,} bytes, {writer.events:,} events, "
             f"{size / max(writer.events, 1):.1f} bytes/event)"
         )
-    if failure is not None:
-        kind = "deadlock" if isinstance(failure, DeadlockError) else "error"
-        print(f"status: {kind} after {elapsed:.2f} s")
-        if isinstance(failure, KernelError) and failure.kernel_traceback and args.traceback:
-            print(failure.kernel_traceback.rstrip(), file=sys.stderr)
-        hint = (
-            " (--traceback shows the kernel's traceback)"
-            if (isinstance(failure, KernelError) and not args.traceback)
-            else ""
-        )
-        raise UserError(f"{failure}{hint}", status=1)
-    assert result is not None
-    print(f"end:    cycle {result.end_time:,} ({elapsed:.2f} s)")
+
+
+def _failure_message(failure: EmulatorError, traceback: bool) -> str:
+    if isinstance(failure, KernelError) and failure.kernel_traceback and traceback:
+        print(failure.kernel_traceback.rstrip(), file=sys.stderr)
+    hint = (
+        " (--traceback shows the kernel's traceback)"
+        if (isinstance(failure, KernelError) and not traceback)
+        else ""
+    )
+    return f"{failure}{hint}"
+
+
+def _print_result(result, elapsed: float) -> None:
+    print(f"end:    simulated {result.end_time:,} cycles in {elapsed:.2f} s of wall time")
     print(f"stall:  {result.metrics['stall_cycles']:,} cycles waiting in tl.wait")
     print(f"reads:  {result.metrics['dma_read_count']:,} DMA reads")
-    if scenario.check is not None and not args.no_check:
-        try:
-            scenario.check(scenario.memory)
-        except AssertionError as e:
-            raise UserError(f"output check failed: {e}", status=1) from None
-        print("check:  output matches the numpy reference")
-    if not out.stream:
-        print(f"next:   kbdebug {output}")
-    return 0
+    sys.stdout.flush()  # on screen before the check's status line
+
+
+def _check(scenario: Scenario) -> str | None:
+    """Run the scenario's numpy check: None when it passes, else what failed."""
+    started = time.perf_counter()
+    try:
+        scenario.check(scenario.memory)
+    except AssertionError as e:
+        return f"output check failed: {e}"
+    print(
+        "check:  output matches the numpy reference "
+        f"(checked in {time.perf_counter() - started:.2f} s)"
+    )
+    return None
+
+
+def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:
+    """The ``kbdebug`` argv that records this trace again (what --open hands the app)."""
+    argv = ["run", args.scenario]
+    for setting in args.settings:
+        argv += ["--set", setting]
+    if args.config:
+        argv += ["--config", args.config]
+    argv += ["-o", str(output)]
+    flags = {
+        "force": "--force",
+        "no_check": "--no-check",
+        "quiet": "-q",
+        "traceback": "--traceback",
+    }
+    argv += [flag for name, flag in flags.items() if getattr(args, name)]
+    return argv
 
 
 def _is_trace(path: Path) -> bool:
@@ -276,12 +364,11 @@ def _stopped_by_signals(writer: TraceWriter) -> Iterator[None]:
 
 
 def _builder(spec: str):
+    """The scenario builder ``spec`` names and the name its trace takes; UserError if none."""
     if spec in SCENARIOS:
         return SCENARIOS[spec], spec
     if ":" not in spec:
-        raise UserError(
-            f"unknown scenario {spec!r}: use one of {', '.join(SCENARIOS)} or FILE.py:FUNCTION"
-        )
+        raise UserError(_unknown_scenario(spec))
     path_text, _, func = spec.rpartition(":")
     path = Path(path_text)
     if not path.is_file():
@@ -299,8 +386,24 @@ def _builder(spec: str):
         raise UserError(f"{path}: {type(e).__name__}: {e}") from None
     builder = getattr(module, func, None)
     if not callable(builder):
-        raise UserError(f"{path} has no function {func!r}")
+        functions = scenario_functions(path)
+        there = f" (functions there: {listed(functions)})" if functions else ""
+        raise UserError(f"{path} has no function {func!r}{there}")
     return builder, path.stem + "." + func
+
+
+def _unknown_scenario(spec: str) -> str:
+    """The one line for a SCENARIO that is neither built in nor FILE.py:FUNCTION."""
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            return f"{path}: no such file"
+        return f"{path}: which function builds the Scenario? {run_hint(path)}"
+    close = difflib.get_close_matches(spec, SCENARIOS, n=1)
+    guess = f"did you mean {close[0]}? " if close else ""
+    return (
+        f"unknown scenario {spec!r}: {guess}use one of {', '.join(SCENARIOS)} or FILE.py:FUNCTION"
+    )
 
 
 def _accepted(builder) -> set[str]:
@@ -311,15 +414,40 @@ def _accepted(builder) -> set[str]:
 
 
 def _parse_setting(setting: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` as (key, value): VALUE a Python literal, true/false, or else the text."""
     key, sep, text = setting.partition("=")
     if not sep or not key:
-        raise UserError(f"--set {setting!r}: expected KEY=VALUE")
+        raise UserError(f"--set {setting!r}: expected KEY=VALUE (e.g. --set n_tiles=64)")
     if text.lower() in ("true", "false"):
         return key, text.lower() == "true"
     try:
         return key, ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return key, text
+
+
+#: What a value of a default's type is called in a message.
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
+
+
+def _typed(builder, name: str, key: str, value: Any) -> Any:
+    """``value`` for scenario parameter ``key``, checked against the type of its default.
+
+    An int where a float is expected becomes a float; a parameter without a
+    default (or one of another type) takes the value as it is.
+    """
+    default = _default(builder, key)
+    kind = type(default)
+    if default is None or default is inspect.Parameter.empty or kind not in _TYPE_NAMES:
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is kind:
+        return value
+    raise UserError(
+        f"--set {key}: {name}'s {key} takes {_TYPE_NAMES[kind]} (default {default!r}), "
+        f"got {value!r}"
+    )
 
 
 class _CountingRecorder(NullRecorder):
@@ -354,54 +482,3 @@ def _default(builder, name: str) -> Any:
     except (TypeError, ValueError):
         return None
     return None if parameter is None else parameter.default
-
-
-class _Progress:
-    """A progress bar on stderr from the first second of a run on (a counter without a total)."""
-
-    def __init__(self, writer: TraceWriter, total: int | None, *, enabled: bool):
-        self.writer = writer
-        self.total = total
-        self.enabled = enabled
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._shown = False
-
-    def start(self) -> None:
-        if self.enabled:
-            self._thread.start()
-
-    def stop(self) -> None:
-        if self.enabled:
-            self._stop.set()
-            self._thread.join()
-            if self._shown:
-                sys.stderr.write("\r\033[K")
-                sys.stderr.flush()
-
-    def _loop(self) -> None:
-        started = time.perf_counter()
-        if self._stop.wait(1.0):
-            return
-        spinner = "|/-\\"
-        tick = 0
-        while not self._stop.wait(0.2):
-            events = self.writer.events
-            elapsed = time.perf_counter() - started
-            width = max(os.get_terminal_size(sys.stderr.fileno()).columns - 1, 20)
-            if self.total:
-                done = min(events / self.total, 1.0)
-                bar = "#" * int(done * 30)
-                line = (
-                    f"running [{bar:<30}] {done:4.0%} {events:,}/{self.total:,} events, "
-                    f"{elapsed:.1f} s"
-                )
-            else:
-                line = (
-                    f"{spinner[tick % 4]} running: {events:,} events, {elapsed:.1f} s, "
-                    f"{events / elapsed:,.0f} events/s"
-                )
-            sys.stderr.write("\r" + line[:width] + "\033[K")
-            sys.stderr.flush()
-            self._shown = True
-            tick += 1
