@@ -8,7 +8,9 @@ must be at the same path on every node, as must ``--traces DIR``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -66,15 +68,18 @@ class RayBackend:
         ``local`` for a new instance here) and disconnects at the end.
         """
         ray = _import_ray()
-        connected_here = False
-        if not ray.is_initialized():
-            self._connect(ray)
-            connected_here = True
-        try:
-            self._run(ray, list(tasks), on_row, on_tick, stop)
-        finally:
-            if connected_here:
-                ray.shutdown()
+        # Ray's driver prints worker deaths and its own notices to sys.stdout, from its
+        # threads too: send them to stderr, where they cannot corrupt --json or --csv.
+        with contextlib.redirect_stdout(sys.stderr):
+            connected_here = False
+            if not ray.is_initialized():
+                self._connect(ray)
+                connected_here = True
+            try:
+                self._run(ray, list(tasks), on_row, on_tick, stop)
+            finally:
+                if connected_here:
+                    ray.shutdown()
 
     def _connect(self, ray: Any) -> None:
         options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
