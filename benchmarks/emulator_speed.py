@@ -1,8 +1,10 @@
 """Emulator speed on the depth-2 decode kernel, against bare SimPy in the same process.
 
 The baseline is a SimPy loop doing N capacity-1 resource request / hold /
-release cycles. Printed ratios (min and median over ``--repeat`` runs, each run
-timed against its own baseline run, interleaved, so machine noise hits both):
+release cycles. Times are CPU seconds of this process (``time.process_time``),
+so other work on a shared machine slows neither side. Printed ratios (min and
+median over ``--repeat`` runs, each run timed against its own baseline run,
+interleaved):
 
 - per modelled command: emulator time (tracing off) over the bare loop with
   N = len(op_log), the commands the kernel issued (goal <= 2.0);
@@ -43,9 +45,9 @@ def count_work(n_tiles: int) -> tuple[int, int]:
 def time_emulator(n_tiles: int, trace: str | None = None) -> float:
     scenario = decode_prefetch(n_tiles=n_tiles)  # setup (random K/V) is not timed
     gc.collect()
-    start = time.perf_counter()
+    start = time.process_time()
     scenario.run(trace=trace)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def time_bare_simpy(cycles: int) -> float:
@@ -60,9 +62,9 @@ def time_bare_simpy(cycles: int) -> float:
 
     env.process(loop())
     gc.collect()
-    start = time.perf_counter()
+    start = time.process_time()
     env.run()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def summary(ratios: list[float]) -> str:
@@ -92,7 +94,7 @@ def main() -> None:
             traced.append(on / off)
     off = statistics.median(off_times)
     print(f"decode_prefetch, {args.tiles} tiles: {commands} commands, {calls} tl calls")
-    print(f"emulator, tracing off: {off:.3f} s median, {commands / off:,.0f} commands/s")
+    print(f"emulator, tracing off: {off:.3f} CPU s median, {commands / off:,.0f} commands/s")
     print(f"per command  (emulator / bare SimPy): {summary(per_command)}  (goal <= 2.0)")
     print(f"per tl call  (emulator / bare SimPy): {summary(per_call)}")
     print(f"tracing on / off:                     {summary(traced)}  (goal <= 1.15)")

@@ -69,11 +69,12 @@ def run_composite(
             loc,
         )
 
-    pe_id, env = pe.pe, tl._env
+    pe_id, env, emit = pe.pe, tl._env, tl._emit
 
     def issue(op, addr, nbytes, shape, dt, category, engine_op) -> int:
         cmd = launch.next_cmd()
-        tl._emit(Kind.ISSUE, env.now, pe_id, cmd, op, -1, addr, nbytes, shape, dt, False, loc)
+        if emit is not None:
+            emit(Kind.ISSUE, env.now, pe_id, cmd, op, -1, addr, nbytes, shape, dt, False, loc)
         launch.log_op(env.now, pe_id, category, engine_op)
         return cmd
 
@@ -83,20 +84,21 @@ def run_composite(
         return buffer
 
     cmd = launch.next_cmd()
-    tl._emit(
-        Kind.ISSUE,
-        env.now,
-        pe_id,
-        cmd,
-        "composite",
-        -1,
-        int(a_ptr),
-        m * n * np_out.itemsize,
-        (m, n),
-        out_dtype,
-        True,
-        loc,
-    )
+    if emit is not None:
+        emit(
+            Kind.ISSUE,
+            env.now,
+            pe_id,
+            cmd,
+            "composite",
+            -1,
+            int(a_ptr),
+            m * n * np_out.itemsize,
+            (m, n),
+            out_dtype,
+            True,
+            loc,
+        )
     job = CompositeJob(
         pe,
         issue,
@@ -112,7 +114,8 @@ def run_composite(
         free=scratch.free,
     )
     tl._block(env.process(job.run()))
-    tl._emit(Kind.COMPLETE, env.now, pe_id, cmd, -1)
+    if emit is not None:
+        emit(Kind.COMPLETE, env.now, pe_id, cmd, -1)
 
 
 def _epilogues(items: Sequence[Any]) -> tuple[list[Epilogue], int | None]:

@@ -32,7 +32,7 @@ class Waitable:
     @property
     def done(self) -> bool:
         """Whether the command has completed (a wait would not stall)."""
-        return self.event.processed or self.event.triggered
+        return self.event.triggered  # a processed event has triggered too
 
     def __repr__(self) -> str:
         state = "waited" if self.waited_at else ("done" if self.done else "pending")

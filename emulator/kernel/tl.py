@@ -41,8 +41,12 @@ class TL:
         self._launch = launch
         self._pe = pe
         self._env: simpy.Environment = launch.env
-        self._emit = launch.recorder.emit
+        #: ``recorder.emit``, None when nothing is recorded: then no event is built, and
+        #: compute commands, whose location only a trace or an error needs, look it up
+        #: only for an error (``_error`` finds the same frame from anywhere in here).
+        self._emit = launch.emit
         self._caller = launch.locations.caller
+        self._switch = launch.driver.switch
         self._pid = pid
         #: Scopes open now, innermost last; each lists the buffers allocated in it.
         self._scopes: list[list[Buffer]] = []
@@ -95,8 +99,11 @@ class TL:
         self._check_fits(nbytes, loc)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        op = "load" if blocking else "load_async"
-        self._emit(Kind.ISSUE, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc)
+        if self._emit is not None:
+            op = "load" if blocking else "load_async"
+            self._emit(
+                Kind.ISSUE, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc
+            )
         launch.log_op(now, pe, "memory", "dma_read")
         buffer = self._alloc(nbytes, loc)
         self._charge_issue()
@@ -117,20 +124,21 @@ class TL:
             raise self._error(type(e), e.detail, loc) from None
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        self._emit(
-            Kind.ISSUE,
-            now,
-            pe,
-            cmd,
-            "store",
-            fid,
-            int(ptr),
-            data.nbytes,
-            data.shape,
-            dtype,
-            False,
-            loc,
-        )
+        if self._emit is not None:
+            self._emit(
+                Kind.ISSUE,
+                now,
+                pe,
+                cmd,
+                "store",
+                fid,
+                int(ptr),
+                data.nbytes,
+                data.shape,
+                dtype,
+                False,
+                loc,
+            )
         launch.log_op(now, pe, "memory", "dma_write")
         self._charge_issue()
         event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
@@ -170,14 +178,16 @@ class TL:
                 f"{handle.waited_at}",
                 loc,
             )
-        pe, start = self._pe.pe, self._env.now
-        self._emit(Kind.WAIT_BEGIN, start, pe, handle.id, loc)
+        emit, start = self._emit, self._env.now
+        if emit is not None:
+            emit(Kind.WAIT_BEGIN, start, self._pe.pe, handle.id, loc)
         if not handle.done:
             self.waiting_on = (handle, loc)
-            self._block(handle.event)
+            self._switch(handle.event)
             self.waiting_on = None
         now = self._env.now
-        self._emit(Kind.WAIT_END, now, pe, handle.id, now - start)
+        if emit is not None:
+            emit(Kind.WAIT_END, now, self._pe.pe, handle.id, now - start)
         self._launch.stall_cycles += now - start
         handle.waited_at = loc
         self._issued.pop(handle.id, None)
@@ -206,7 +216,7 @@ class TL:
 
     def dot(self, a: Any, b: Any) -> TensorHandle:
         """Matrix product on the GEMM engine, accumulated in f32."""
-        loc = self._caller()
+        loc = self._caller() if self._emit is not None else None
         x, y = self._array(a, loc), self._array(b, loc)
         if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[0]:
             raise self._error(
@@ -219,7 +229,7 @@ class TL:
 
     def trans(self, x: Any) -> TensorHandle:
         """The transpose (a layout change, free)."""
-        return TensorHandle(self, self._array(x, self._caller()).T)
+        return TensorHandle(self, self._array(x, None).T)
 
     def exp(self, x: Any) -> TensorHandle:
         """Elementwise e**x on the MATH engine."""
@@ -243,28 +253,23 @@ class TL:
 
     def zeros(self, shape: tuple[int, ...], dtype: str = "f32") -> TensorHandle:
         """A new tile of zeros (written by the MATH engine)."""
-        return self.full(shape, 0, dtype, _loc=self._caller())
+        return self._fill("zeros", shape, 0, dtype)
 
-    def full(
-        self,
-        shape: tuple[int, ...],
-        value: float,
-        dtype: str = "f32",
-        *,
-        _loc: SourceLoc | None = None,
-    ) -> TensorHandle:
+    def full(self, shape: tuple[int, ...], value: float, dtype: str = "f32") -> TensorHandle:
         """A new tile filled with ``value`` (written by the MATH engine)."""
-        loc = _loc or self._caller()
+        return self._fill("full", shape, value, dtype)
+
+    def _fill(self, op: str, shape: tuple[int, ...], value: float, dtype: str) -> TensorHandle:
+        loc = self._caller() if self._emit is not None else None
         try:
             out = np.full(check_shape(shape), value, dtype=to_numpy(dtype))
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
-        op = "zeros" if _loc is not None else "full"
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
         return TensorHandle(self, out)
 
     def _cast(self, x: TensorHandle, dtype: str) -> TensorHandle:
-        loc = self._caller()
+        loc = self._caller() if self._emit is not None else None
         try:
             out = x._values().astype(to_numpy(dtype))
         except EmulatorError as e:
@@ -273,14 +278,14 @@ class TL:
         return TensorHandle(self, out)
 
     def _unary(self, op: str, fn: Callable, x: Any) -> TensorHandle:
-        loc = self._caller()
+        loc = self._caller() if self._emit is not None else None
         a = self._array(x, loc)
         out = fn(a)
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
         return TensorHandle(self, out)
 
     def _binary(self, op: str, fn: Callable, x: Any, y: Any) -> TensorHandle:
-        loc = self._caller()
+        loc = self._caller() if self._emit is not None else None
         a, b = self._operand(x, loc), self._operand(y, loc)
         try:
             out = np.asarray(fn(a, b))
@@ -295,7 +300,7 @@ class TL:
         return TensorHandle(self, out)
 
     def _reduce(self, op: str, fn: Callable, x: Any, axis: int | None) -> TensorHandle:
-        loc = self._caller()
+        loc = self._caller() if self._emit is not None else None
         a = self._array(x, loc)
         try:
             out = np.asarray(fn(a, axis=axis))
@@ -307,18 +312,28 @@ class TL:
         return TensorHandle(self, out)
 
     def _compute(
-        self, op: str, engine_name: str, engine, cycles: int, out: np.ndarray, loc: SourceLoc
+        self,
+        op: str,
+        engine_name: str,
+        engine,
+        cycles: int,
+        out: np.ndarray,
+        loc: SourceLoc | None,
     ) -> None:
-        """Record the command and block the kernel while the engine works."""
+        """Record the command and block the kernel while the engine works (``loc`` may be
+        None when nothing is recorded)."""
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd = launch.next_cmd()
         try:
             dtype = name_of(out.dtype)
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
-        self._emit(Kind.ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
+        if self._emit is not None:
+            self._emit(
+                Kind.ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc
+            )
         launch.log_op(now, pe, "compute", engine_name)
-        self._block(self._pe.compute(engine, cmd, cycles))
+        self._switch(self._pe.compute(engine, cmd, cycles))
 
     def composite(
         self,
@@ -369,20 +384,22 @@ class TL:
         data = np.array(self._array(x, loc), copy=True)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        self._emit(
-            Kind.ISSUE,
-            now,
-            pe,
-            cmd,
-            "send",
-            fid,
-            -1,
-            data.nbytes,
-            data.shape,
-            name_of(data.dtype),
-            False,
-            loc,
-        )
+        dtype = name_of(data.dtype)
+        if self._emit is not None:
+            self._emit(
+                Kind.ISSUE,
+                now,
+                pe,
+                cmd,
+                "send",
+                fid,
+                -1,
+                data.nbytes,
+                data.shape,
+                dtype,
+                False,
+                loc,
+            )
         launch.log_op(now, pe, "comm", "ipcq_send")
         self._charge_issue()
         event = self._pe.send(cmd, fid, direction, data)
@@ -403,9 +420,10 @@ class TL:
         self._check_fits(nbytes, loc)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        self._emit(
-            Kind.ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc
-        )
+        if self._emit is not None:
+            self._emit(
+                Kind.ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc
+            )
         launch.log_op(now, pe, "comm", "ipcq_recv")
         buffer = self._alloc(nbytes, loc)
         self._charge_issue()
@@ -509,7 +527,8 @@ class TL:
                 return
             self._computed_read_at = last_cmd
             fid = -1
-        self._emit(Kind.HOST_READ, self._env.now, self._pe.pe, fid)
+        if self._emit is not None:
+            self._emit(Kind.HOST_READ, self._env.now, self._pe.pe, fid)
 
     def _recycled(self, x: TensorHandle) -> None:
         raise self._error(
@@ -528,7 +547,7 @@ class TL:
 
     def _block(self, event: simpy.Event) -> Any:
         """Suspend the kernel until ``event`` fires; returns its value."""
-        return self._launch.driver.switch(event)
+        return self._switch(event)
 
     # _array and _operand read a tensor's values as the emulator's own work, not as a
     # host read of the kernel (TensorHandle._values, inlined: they are on the hot path).
