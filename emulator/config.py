@@ -7,9 +7,14 @@ import math
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from emulator.errors import ConfigError
+
+
+def _field(default: Any, unit: str, meaning: str) -> Any:
+    """A field with its unit and meaning in its metadata (``kbdebug hw`` lists them)."""
+    return dataclasses.field(default=default, metadata={"unit": unit, "meaning": meaning})
 
 
 @dataclass(frozen=True)
@@ -22,35 +27,38 @@ class HardwareConfig:
     compute.
     """
 
-    #: PE mesh rows and columns; PE ids run row-major.
-    mesh_rows: int = 1
-    mesh_cols: int = 1
-    #: Whether IPCQ links wrap around the mesh edges (a ring / torus).
-    mesh_wrap: bool = True
-    #: Clock used to convert cycles to wall time in exports.
-    clock_mhz: float = 1000.0
-    #: Bytes one DMA channel moves per cycle (its occupancy is bytes / this).
-    hbm_bytes_per_cycle: int = 48
-    #: Cycles from a transfer leaving its channel to its data being usable.
-    hbm_latency: int = 500
-    #: Number of independent DMA read channels per PE.
-    dma_read_channels: int = 1
-    #: Number of DMA write channels per PE.
-    dma_write_channels: int = 1
-    #: Cycles the kernel spends pushing one command descriptor.
-    issue_cycles: int = 4
-    #: Multiply-accumulates the GEMM engine does per cycle.
-    gemm_macs_per_cycle: int = 256
-    #: Elements the MATH (vector) engine processes per cycle.
-    math_elems_per_cycle: int = 128
-    #: Bytes an IPCQ link moves per cycle.
-    ipcq_bytes_per_cycle: int = 32
-    #: Cycles from a message leaving its link to its arrival.
-    ipcq_latency: int = 100
-    #: On-chip scratch capacity per PE.
-    scratch_bytes: int = 1 << 20
-    #: Tiles a tl.composite keeps in flight ahead of its GEMM.
-    composite_depth: int = 2
+    mesh_rows: int = _field(1, "PEs", "rows of the PE mesh; PE ids run row-major")
+    mesh_cols: int = _field(1, "PEs", "columns of the PE mesh")
+    mesh_wrap: bool = _field(
+        True, "true/false", "IPCQ links wrap around the mesh edges (a ring / torus)"
+    )
+    clock_mhz: float = _field(1000.0, "MHz", "clock that converts cycles to wall time in exports")
+    hbm_bytes_per_cycle: int = _field(
+        48, "bytes/cycle", "bytes one DMA channel moves per cycle (occupancy = bytes / this)"
+    )
+    hbm_latency: int = _field(
+        500, "cycles", "from a transfer leaving its channel to its data being usable"
+    )
+    dma_read_channels: int = _field(1, "channels", "independent DMA read channels per PE")
+    dma_write_channels: int = _field(1, "channels", "DMA write channels per PE")
+    issue_cycles: int = _field(4, "cycles", "the kernel's cost of pushing one command descriptor")
+    gemm_macs_per_cycle: int = _field(
+        256, "MACs/cycle", "multiply-accumulates the GEMM engine does per cycle"
+    )
+    math_elems_per_cycle: int = _field(
+        128, "elements/cycle", "elements the MATH (vector) engine processes per cycle"
+    )
+    ipcq_bytes_per_cycle: int = _field(32, "bytes/cycle", "bytes an IPCQ link moves per cycle")
+    ipcq_latency: int = _field(100, "cycles", "from a message leaving its link to its arrival")
+    scratch_bytes: int = _field(1 << 20, "bytes", "on-chip scratch capacity per PE")
+    composite_depth: int = _field(
+        2, "tiles", "tiles a tl.composite keeps in flight ahead of its GEMM"
+    )
+
+    #: Fields that may be 0 (every other number must be at least 1).
+    ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset(
+        {"hbm_latency", "ipcq_latency", "issue_cycles"}
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -65,7 +73,7 @@ class HardwareConfig:
                 raise ConfigError(f'"{f.name}" must be an integer, got {value!r}')
             if not math.isfinite(value):
                 raise ConfigError(f'"{f.name}" must be finite, got {value!r}')
-            minimum = 0 if f.name in ("hbm_latency", "ipcq_latency", "issue_cycles") else 1
+            minimum = 0 if f.name in self.ZERO_ALLOWED else 1
             if value < minimum:
                 raise ConfigError(f'"{f.name}" must be >= {minimum}, got {value!r}')
 
@@ -80,6 +88,14 @@ class HardwareConfig:
             if name not in known:
                 raise ConfigError(f'unknown hardware field "{name}"')
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, Any, str, str]]:
+        """(name, type, default, unit, meaning) of every field, in declaration order."""
+        return [
+            (f.name, f.type, f.default, f.metadata.get("unit", ""), f.metadata.get("meaning", ""))
+            for f in fields(cls)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,0 +1,88 @@
+"""`kbdebug hw`: every hardware field with its default, unit and meaning, or a file's values."""
+
+from __future__ import annotations
+
+import argparse
+
+from emulator.config import HardwareConfig
+from emulator.errors import ConfigError
+from kbdebug.errors import UserError
+from kbdebug.safe_text import escape
+
+DESCRIPTION = """\
+List the fields of the modelled hardware (emulator.config.HardwareConfig):
+name, default, unit and meaning. Set one for a run with
+`kbdebug run SCENARIO --set NAME=VALUE`, or put several in a TOML file (at
+its top level or under [hardware]) and give it to `kbdebug run --config`.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "hw",
+        help="list the hardware fields with their defaults, units and meaning",
+        description=DESCRIPTION,
+        epilog="examples:\n"
+        "  kbdebug hw\n"
+        "  kbdebug hw --config hw.toml        the file's values beside the defaults\n"
+        "  kbdebug hw --toml > hw.toml        a file to edit for --config",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config", metavar="HW.toml", help="also show this file's values (and check it)"
+    )
+    p.add_argument(
+        "--toml", action="store_true", help="print the fields as a commented TOML file instead"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = HardwareConfig.from_toml(args.config) if args.config else None
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    fields = HardwareConfig.describe()
+    if args.toml:
+        print(_toml(fields, config or HardwareConfig()), end="")
+        return 0
+    header = ["field", "default", "unit", "meaning"]
+    rows = [[name, _literal(default), unit, meaning] for name, _, default, unit, meaning in fields]
+    if config is not None:
+        print(f"file: {escape(args.config)} (its values in the file column; blank: the default)")
+        header.insert(2, "file")
+        for row, (name, _, default, _, _) in zip(rows, fields, strict=True):
+            value = getattr(config, name)
+            row.insert(2, _literal(value) if value != default else "")
+    print(_table(header, rows), end="")
+    zero_ok = ", ".join(sorted(HardwareConfig.ZERO_ALLOWED))
+    print(f"\nEvery number is at least 1, except {zero_ok} (at least 0).")
+    print("Set one for a run: kbdebug run SCENARIO --set hbm_latency=800")
+    return 0
+
+
+def _literal(value: object) -> str:
+    """A value as TOML (and --set) spells it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _toml(fields: list, config: HardwareConfig) -> str:
+    lines = [
+        "# kbdebug hardware configuration: kbdebug run SCENARIO --config THIS.toml",
+        "[hardware]",
+    ]
+    for name, _, default, unit, meaning in fields:
+        unit_note = f" [{unit}]" if unit else ""
+        lines.append(f"# {meaning}{unit_note} (default {_literal(default)})")
+        lines.append(f"{name} = {_literal(getattr(config, name))}")
+    return "\n".join(lines) + "\n"
