@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,21 +12,24 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import var
-from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Static, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
 
 from emulator.trace.schema import Kind
-from kbdebug.analysis import findings_of
+from kbdebug.analysis import findings_of, pe_bounds
 from kbdebug.analysis.findings import Finding
-from kbdebug.replay import Replay, SourceLine, StalledWait
+from kbdebug.replay import Replay, StalledWait
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
-from kbdebug.ui.breakpoint_dialog import BreakpointDialog
+from kbdebug.ui.app_breakpoints import BreakpointActions
+from kbdebug.ui.app_panes import PaneActions, tab_label
+from kbdebug.ui.app_reload import ReloadActions
 from kbdebug.ui.events_view import EventsView
 from kbdebug.ui.findings_view import FindingsView
 from kbdebug.ui.futures_table import FuturesTable
 from kbdebug.ui.header import StatusHeader
-from kbdebug.ui.help_screen import HelpScreen
+from kbdebug.ui.keybar import KeyBar
+from kbdebug.ui.keys import DEBUGGER_ACTIONS, KEY_ACTIONS, KEYS
 from kbdebug.ui.lanes import TimelineData, build_timeline, future_span
 from kbdebug.ui.loading import LoadingPanel
 from kbdebug.ui.messages import (
@@ -42,65 +45,17 @@ from kbdebug.ui.messages import (
 )
 from kbdebug.ui.palette import DebuggerCommands
 from kbdebug.ui.prompt import PromptScreen
+from kbdebug.ui.reloading import file_stamp
 from kbdebug.ui.rowview import RowView
 from kbdebug.ui.source_view import SourceView
 from kbdebug.ui.timeline import Timeline
 
-
-@dataclass(frozen=True)
-class Key:
-    """One debugger key: what the footer, the help screen and the command palette show."""
-
-    key: str
-    action: str
-    short: str
-    long: str
-    footer: bool = True
-
-
-KEYS = (
-    Key("s", "step(1)", "step", "Step one event forward"),
-    Key("S", "step(-1)", "back", "Step one event backward"),
-    Key("c", "continue(1)", "continue", "Continue to the next breakpoint hit"),
-    Key("C", "continue(-1)", "reverse", "Reverse-continue to the previous breakpoint hit"),
-    Key("w", "toggle_stalled_wait", "stall break", "Toggle: break on a stalled tl.wait"),
-    Key("question_mark", "help", "help", "Show every key"),
-    Key("n", "next_call(1)", "tl call", "Next tl call (issue or wait) of the focused PE"),
-    Key("N", "next_call(-1)", "prev call", "Previous tl call of the focused PE", False),
-    Key("b", "toggle_line_breakpoint", "line break", "Toggle a breakpoint on the source line"),
-    Key("B", "breakpoints", "breakpoints", "Breakpoint list: add, remove, enable, conditions"),
-    Key("f", "future_event(1)", "future", "Next lifecycle event of the selected future"),
-    Key("F", "future_event(-1)", "future back", "Previous lifecycle event of the future", False),
-    Key("left_square_bracket", "focus_pe(-1)", "PE-", "Focus the previous PE"),
-    Key("right_square_bracket", "focus_pe(1)", "PE+", "Focus the next PE"),
-    Key("g", "edge(-1)", "start", "Go to the start of the trace", False),
-    Key("G", "edge(1)", "end", "Go to the end of the trace", False),
-    Key("colon", "goto", "go to", "Go to an event (:1234) or a cycle (:t5000)"),
-    Key("slash", "search", "search", "Search events (kind, pe2, future 12, file.py:86, op)"),
-    Key("plus,equals_sign", "zoom(1)", "zoom in", "Zoom the timeline in", False),
-    Key("minus", "zoom(-1)", "zoom out", "Zoom the timeline out", False),
-    Key("z", "zoom_future", "zoom future", "Zoom the timeline to the selected future", False),
-    Key("Z", "zoom_all", "whole trace", "Zoom the timeline out to the whole trace", False),
-    Key("less_than_sign", "pan(-1)", "pan left", "Pan the timeline left", False),
-    Key("greater_than_sign", "pan(1)", "pan right", "Pan the timeline right", False),
-    Key("m", "mark", "mark", "Mark this position", False),
-    Key("apostrophe", "jump_mark", "to mark", "Jump to the mark (again: back)"),
-    Key("q", "quit", "quit", "Quit"),
-    Key("ctrl+p", "command_palette", "palette", "Command palette: every action by name"),
-)
-
-#: Actions that need an open trace and the main screen.
-_DEBUGGER_ACTIONS = {key.action.split("(")[0] for key in KEYS} - {
-    "quit",
-    "help",
-    "command_palette",
-}
-
-#: Our keys by key name, for explaining the ones that do nothing at the moment.
-_KEY_ACTIONS = {name: key.action for key in KEYS for name in key.key.split(",")}
-
 #: Terminal width from which the futures table gets most of the middle row.
 WIDE_COLUMNS = 140
+#: Columns the futures table keeps beside the source (future, op, line, stall, phase; on
+#: a wide screen also issued and done).
+FUTURES_MIN = 34
+FUTURES_MIN_WIDE = 62
 
 #: What a future's lifecycle event is called, by event kind.
 _LIFECYCLE = {
@@ -114,7 +69,7 @@ _LIFECYCLE = {
 }
 
 
-class KbdebugApp(App[int]):
+class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
     """Open a trace (in a worker, with a progress bar) and debug it, one key per move."""
 
     TITLE = "kbdebug"
@@ -171,6 +126,11 @@ class KbdebugApp(App[int]):
         self.stalled_wait = StalledWait(min_stall=1)
         self.last_search = ""
         self.findings: list[Finding] | None = None
+        #: The trace file's (mtime, size) when it was read: ``r`` reloads when it changes.
+        self.stamp: tuple[int, int] | None = file_stamp(path)
+        #: Whether a reload or a re-run is under way.
+        self.reloading = False
+        self._rerun_process: subprocess.Popen | None = None
         self._timeline_data: TimelineData | None = None
         self._tl_calls: list[np.ndarray] = []
 
@@ -179,7 +139,7 @@ class KbdebugApp(App[int]):
     def compose(self) -> ComposeResult:
         if self.replay is None:
             yield LoadingPanel(self.path, id="loading")
-            yield Footer(compact=True, show_command_palette=False)
+            yield KeyBar(id="keys")
             return
         replay = self.replay
         if self._timeline_data is None:
@@ -190,39 +150,48 @@ class KbdebugApp(App[int]):
         banner = queries.banner(replay)
         if banner:
             yield Static(escape(banner, 2000), id="banner", markup=False)
-        timeline = Timeline(replay, self._timeline_data, id="timeline")
-        timeline.border_title = "timeline"
+        timeline = Timeline(replay, self._timeline_data, id="timeline", pane=1)
         yield timeline.data_bind(
             KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.selected_future
         )
         with Horizontal(id="middle"):
-            yield SourceView(replay, id="source").data_bind(
+            yield SourceView(replay, id="source", pane=2).data_bind(
                 KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.breakpoint_generation
             )
-            futures = FuturesTable(replay, id="futures")
-            futures.border_title = "futures"
+            futures = FuturesTable(replay, id="futures", pane=3)
             yield futures.data_bind(KbdebugApp.position, KbdebugApp.selected_future)
         with TabbedContent(id="tabs"):
-            with TabPane("Events", id="events-tab"):
+            with TabPane(tab_label(4, "Events"), id="events-tab"):
                 yield EventsView(replay, id="events").data_bind(
                     KbdebugApp.position, KbdebugApp.selected_future
                 )
-            with TabPane("Findings", id="findings-tab"):
+            with TabPane(tab_label(5, "Findings"), id="findings-tab"):
                 yield FindingsView(id="findings")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyBar(id="keys")
 
     def on_resize(self) -> None:
-        self.screen.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
+        self._fit_panes()
 
     def on_mount(self) -> None:
-        self.screen.set_class(self.size.width >= WIDE_COLUMNS, "-wide")
+        self._fit_panes()
         if self.replay is None:
             self.load(self.path)
         else:
             self._opened()
 
+    def _fit_panes(self) -> None:
+        """Give the source the width its code needs, leaving the futures table enough for
+        its main columns; the rest of a long line scrolls sideways."""
+        width = self.size.width
+        self.screen.set_class(width >= WIDE_COLUMNS, "-wide")
+        for source in self.query(SourceView):
+            futures = FUTURES_MIN_WIDE if width >= WIDE_COLUMNS else FUTURES_MIN
+            room = max(width - futures - 1, width // 2)
+            source.styles.width = min(source.code_width + 1, room)
+
     def _opened(self) -> None:
         replay = self.replay
+        self._fit_panes()
         self._tl_calls = queries.tl_calls_by_pe(replay)
         self.query_one(FindingsView).note = "looking for serialisation…"
         self.compute_findings(replay)
@@ -247,6 +216,7 @@ class KbdebugApp(App[int]):
                 stage = "reading" if fraction < 0.7 else "indexing"
                 self.post_message(LoadProgressed(fraction, stage))
 
+        stamp = file_stamp(path)
         try:
             replay = Replay.open(path, progress=progress)
         except InterruptedError:
@@ -254,6 +224,7 @@ class KbdebugApp(App[int]):
         except (OSError, ValueError) as e:
             self.post_message(TraceLoadFailed(queries.one_line(e, path)))
             return
+        self.stamp = stamp
         self.post_message(TraceLoaded(replay))
 
     def on_load_progressed(self, message: LoadProgressed) -> None:
@@ -273,12 +244,14 @@ class KbdebugApp(App[int]):
     @work(thread=True, group="findings")
     def compute_findings(self, replay: Replay) -> None:
         """Run the findings rules on a private Replay over the same (read-only) index."""
+        private = Replay(replay.index, replay.path)
         try:
-            findings = findings_of(Replay(replay.index, replay.path))
+            findings = findings_of(private)
+            bounds = pe_bounds(private)
         except Exception as e:  # noqa: BLE001 - a failing rule must not take the debugger down
-            self.post_message(FindingsComputed([], f"findings unavailable: {e!r}"))
+            self.post_message(FindingsComputed([], f"findings unavailable: {e!r}", replay=replay))
             return
-        self.post_message(FindingsComputed(list(findings)))
+        self.post_message(FindingsComputed(list(findings), bounds=bounds, replay=replay))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         # A tab the user switches to gets the keyboard, so Enter acts at once.
@@ -287,20 +260,24 @@ class KbdebugApp(App[int]):
                 view.focus()
 
     def on_findings_computed(self, message: FindingsComputed) -> None:
-        self.findings = message.findings
+        if message.replay is not None and message.replay is not self.replay:
+            return  # computed for a trace since reloaded
         if message.error is None:
             # The same list the replay would compute; FindingHit breakpoints read it.
             self.replay.findings = message.findings
+        # What to fix first first: the largest estimated saving, as ``report`` lists them.
+        self.findings = sorted(message.findings, key=lambda f: (-f.saving, -f.share, f.pe, f.id))
+        for header in self.query(StatusHeader):
+            header.bounds = message.bounds
         view = self.query_one(FindingsView)
-        view.findings = message.findings
+        view.findings = self.findings
         view.note = message.error or "no findings: nothing serialised unexpectedly"
-        tabs = self.query_one(TabbedContent)
-        tabs.get_tab("findings-tab").label = f"Findings ({len(message.findings)})"
+        self._retitle_tabs()
 
     # --- state ---------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in _DEBUGGER_ACTIONS:
+        if action not in DEBUGGER_ACTIONS:
             return True
         if self.replay is None:
             return False
@@ -330,7 +307,7 @@ class KbdebugApp(App[int]):
         Bindings have already run (or been refused) when the event gets here."""
         if self.screen is not self.screen_stack[0]:
             return  # a dialog, the help or the palette has the keyboard
-        action = _KEY_ACTIONS.get(event.key)
+        action = KEY_ACTIONS.get(event.key)
         if action is not None:
             name = action.split("(")[0]
             if not self.check_action(name, ()):
@@ -538,78 +515,6 @@ class KbdebugApp(App[int]):
             end = min(int(timeline.view_start + timeline.view_span), timeline.data.end_time)
             self.status = f"the timeline shows cycles {start:,} to {end:,}"
 
-    def action_help(self) -> None:
-        keys = [
-            (self.get_key_display(Binding(key.key.split(",")[0], key.action)), key.long)
-            for key in KEYS
-        ]
-        keys.append(("tab", "Move the keyboard focus between panes (arrows scroll, Enter acts)"))
-        self.push_screen(HelpScreen(keys))
-
-    # --- breakpoints ---------------------------------------------------------------------
-
-    def action_toggle_stalled_wait(self) -> None:
-        bps = self.replay.breakpoints
-        bp = self.stalled_wait
-        if bp in bps and bp.enabled:
-            bp.enabled = False
-            self.status = "no longer breaking on stalled waits"
-        else:
-            bp.enabled = True
-            if bp not in bps:
-                bps.append(bp)
-            hits = len(bp.hits(self.replay))
-            self.status = f"breaking on stalled tl.wait ({hits} in this trace): c continues"
-        self._breakpoints_changed()
-
-    def action_toggle_line_breakpoint(self) -> None:
-        file, line = self.query_one(SourceView).cursor_line
-        self.toggle_line_breakpoint(file, line)
-
-    def toggle_line_breakpoint(self, file: str, line: int) -> None:
-        """Remove the breakpoints on ``file``:``line``, or add one if there was none."""
-        bps = self.replay.breakpoints
-        here = [
-            bp
-            for bp in bps
-            if isinstance(bp, SourceLine) and bp.line == line and bp.file in (None, file)
-        ]
-        where = f"{queries.short_loc_of(file, line)}"
-        if here:
-            for bp in here:
-                bps.remove(bp)
-            self.status = f"removed the breakpoint at {where}"
-        else:
-            bp = SourceLine(file=file, line=line)
-            bps.append(bp)
-            hits = len(bp.hits(self.replay))
-            self.status = (
-                f"breakpoint at {where} ({hits} tl calls there)"
-                if hits
-                else f"breakpoint at {where}: no tl call there, it will never stop"
-            )
-        self._breakpoints_changed()
-
-    def action_breakpoints(self) -> None:
-        self.push_screen(BreakpointDialog(self.replay), self._breakpoints_edited)
-
-    def _breakpoints_edited(self, changed: bool | None) -> None:
-        if changed:
-            self._breakpoints_changed()
-            bps = self.replay.breakpoints
-            if self.breaks:
-                self.status = f"breaking on {self.breaks}: c continues"
-            elif len(bps) == 1:
-                self.status = "the breakpoint is disabled: B, then space, enables it"
-            elif bps:
-                self.status = f"all {len(bps)} breakpoints are disabled: B, then space, enables one"
-            else:
-                self.status = "no breakpoints left: w breaks on stalled waits, b on a line"
-
-    def _breakpoints_changed(self) -> None:
-        self.breaks = queries.breakpoint_summary(self.replay)
-        self.breakpoint_generation += 1
-
     # --- messages from the panes ---------------------------------------------------------
 
     def on_cycle_clicked(self, message: CycleClicked) -> None:
@@ -644,25 +549,3 @@ class KbdebugApp(App[int]):
             f"{finding.rule} {finding.title}: {finding.message}",
             focus_event=True,
         )
-
-    # --- command palette -----------------------------------------------------------------
-
-    def palette_actions(self) -> list[tuple[str, str, str]]:
-        """(title, key, action) of every debugger key, for the command palette."""
-        return [
-            (key.long, self.get_key_display(Binding(key.key.split(",")[0], key.action)), key.action)
-            for key in KEYS
-            if key.action != "command_palette"
-            and (self.replay is not None or key.action.split("(")[0] not in _DEBUGGER_ACTIONS)
-        ]
-
-    async def run_key_action(self, action: str) -> None:
-        """Run a key's action from the palette, or say why it does not apply now."""
-        name = action.split("(")[0]
-        if not self.check_action(name, ()):
-            self._refuse(self.why_not(name))
-            return
-        await self.run_action(action)
-
-    def palette_findings(self) -> list[Finding]:
-        return list(self.findings or [])

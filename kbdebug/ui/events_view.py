@@ -6,6 +6,7 @@ import re
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.binding import Binding
 from textual.reactive import reactive
 
 from emulator.trace.schema import Kind
@@ -29,6 +30,10 @@ _KIND_CLASS = {
 
 class EventsView(RowView):
     """Every event of the trace; the current one marked ▶, the list following the cursor."""
+
+    BINDINGS = [
+        Binding("enter", "choose", "go to", tooltip="Go to the event"),
+    ]
 
     COMPONENT_CLASSES = {
         "events-view--current",

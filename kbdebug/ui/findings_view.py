@@ -6,6 +6,7 @@ import textwrap
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.binding import Binding
 from textual.reactive import reactive
 from textual.strip import Strip
 
@@ -18,6 +19,10 @@ from kbdebug.ui.rowview import RowView
 class FindingsView(RowView):
     """One line per finding (rule, where, cost, title); the highlighted one's message and
     suggestion under the list."""
+
+    BINDINGS = [
+        Binding("enter", "choose", "go to", tooltip="Go to the finding's line in the run"),
+    ]
 
     COMPONENT_CLASSES = {"findings-view--rule", "findings-view--suggestion"}
 

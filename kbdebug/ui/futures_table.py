@@ -7,13 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
+from textual.binding import Binding
 from textual.reactive import reactive
 from textual.strip import Strip
 
 from kbdebug.replay import PHASES, Replay
 from kbdebug.replay.state import future_phases
+from kbdebug.safe_text import escape
+from kbdebug.ui.keys import pane_title
 from kbdebug.ui.messages import FutureChosen
-from kbdebug.ui.queries import cycles
+from kbdebug.ui.queries import cycles, kernel_def
 from kbdebug.ui.rowview import RowView
 
 
@@ -29,7 +32,8 @@ class Column:
 COLUMNS = (
     Column("future", 6, 0),
     Column("pe", 3, 4),
-    Column("op", 11, 1, right=False),
+    Column("op", 11, 3, right=False),
+    Column("line", 5, 2),
     Column("address", 10, 7),
     Column("bytes", 7, 5),
     Column("issued", 7, 2),
@@ -42,6 +46,12 @@ COLUMNS = (
 )
 _WIDTH = {c.title: c.width for c in COLUMNS}
 
+#: The orders ``o`` cycles through, and the column each sorts by.
+SORTS = ("id", "stall", "issue")
+_SORT_COLUMN = {"id": "future", "stall": "stall", "issue": "issued"}
+#: The widest a line cell grows for a call in another file (``pipeline.py:41``).
+_MAX_LINE_WIDTH = 16
+
 #: What the table says when the trace has no futures at all.
 EMPTY = (
     "no futures in this trace: only tl.load,",
@@ -52,7 +62,13 @@ EMPTY = (
 
 
 class FuturesTable(RowView):
-    """One row per future (id order); times after the cursor are dimmed."""
+    """One row per future, by id, by stall (largest first) or by issue; a future's times
+    show once the cursor has reached them."""
+
+    BINDINGS = [
+        Binding("o", "cycle_sort", "sort", tooltip="Sort by id, stall or issue (cycles)"),
+        Binding("enter", "choose", "pick", tooltip="Pick the future: f/F walk its lifecycle"),
+    ]
 
     COMPONENT_CLASSES = {
         "futures-table--selected",
@@ -85,9 +101,14 @@ class FuturesTable(RowView):
     selected_future = reactive(-1)
     """The future highlighted here and on the timeline."""
 
-    def __init__(self, replay: Replay, *, id: str | None = None) -> None:
+    sort = reactive("id")
+    """The row order: ``id``, ``stall`` (largest first) or ``issue`` (earliest first)."""
+
+    def __init__(self, replay: Replay, *, id: str | None = None, pane: int | None = None) -> None:
         super().__init__(id=id)
         self.replay = replay
+        #: The number key that focuses this pane (shown in its title), if any.
+        self.pane = pane
         index = replay.index
         f, k, time = index.futures, index.commands, index.columns.time
         cmd = np.maximum(f.cmd, 0)
@@ -108,32 +129,96 @@ class FuturesTable(RowView):
             axis=1,
         )
         self._times = np.where(self._events >= 0, time[np.maximum(self._events, 0)], -1)
+        self._lines = _line_cells(replay)
+        #: Row -> future, and future -> row, in the current sort.
+        self.order = np.arange(len(f.cmd), dtype=np.int64)
+        self.rank = self.order.copy()
         self._phase_key: tuple[int, int, int] | None = None
         self._phases = np.empty(0, dtype=np.int8)
         self._columns: tuple[Column, ...] = COLUMNS
         self._columns_width = -1
+        line_width = max((len(t) for t in self._lines.values()), default=0)
+        columns = [
+            Column(c.title, min(max(c.width, line_width), _MAX_LINE_WIDTH), c.priority)
+            if c.title == "line"
+            else c
+            for c in COLUMNS
+        ]
         if index.n_pes == 1:
-            self._all_columns = tuple(c for c in COLUMNS if c.title != "pe")
-        else:
-            self._all_columns = COLUMNS
+            columns = [c for c in columns if c.title != "pe"]
+        self._all_columns = tuple(columns)
 
     def row_count(self) -> int:
         return len(self.replay.index.futures.cmd)
+
+    # --- order ---------------------------------------------------------------------------
+
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+
+    def validate_sort(self, sort: str) -> str:
+        return sort if sort in SORTS else "id"
+
+    def watch_sort(self, sort: str) -> None:
+        f = self.replay.index.futures
+        n = len(f.cmd)
+        if sort == "stall":
+            # Largest stall first; a wait that never ends (deadlock) before any finite one.
+            never = (f.wait_begin >= 0) & (f.wait_end < 0)
+            key = np.where(never, np.iinfo(np.int64).max, f.stall.astype(np.int64))
+            self.order = np.lexsort((np.arange(n), -key)).astype(np.int64)
+        elif sort == "issue":
+            issued = self._events[:, 0]
+            self.order = np.lexsort((np.arange(n), np.where(issued >= 0, issued, n + 1 << 40)))
+        else:
+            self.order = np.arange(n, dtype=np.int64)
+        self.rank = np.empty(n, dtype=np.int64)
+        self.rank[self.order] = np.arange(n)
+        self._phase_key = None
+        self._retitle()
+        if 0 <= self.selected_future < n:
+            self.cursor = int(self.rank[self.selected_future])
+            self.show_row(self.cursor, center=True)
+        else:
+            self.cursor = 0
+            self.top = 0
+        self.refresh()
+
+    def future_at(self, row: int) -> int:
+        """The future shown on ``row`` in the current order."""
+        return int(self.order[row])
+
+    # --- reacting ------------------------------------------------------------------------
+
+    def _retitle(self, focused: bool | None = None) -> None:
+        focused = self.has_focus if focused is None else focused
+        if self.pane is not None:
+            by = "" if self.sort == "id" else f" by {self.sort}"
+            self.border_title = pane_title(self.pane, f"futures{by}", focused)
+
+    def on_mount(self) -> None:
+        self._retitle()
+
+    def on_focus(self) -> None:
+        self._retitle(focused=True)
+
+    def on_blur(self) -> None:
+        self._retitle(focused=False)
 
     def watch_position(self) -> None:
         self.refresh()
 
     def watch_selected_future(self, future: int) -> None:
-        if future >= 0:
-            self.cursor = future
-            self.show_row(future)
+        if 0 <= future < len(self.rank):
+            self.cursor = int(self.rank[future])
+            self.show_row(self.cursor)
         self.refresh()
 
     def moved(self, row: int) -> None:
-        self.post_message(FutureChosen(row))
+        self.post_message(FutureChosen(self.future_at(row)))
 
     def chosen(self, row: int) -> None:
-        self.post_message(FutureChosen(row))
+        self.post_message(FutureChosen(self.future_at(row)))
 
     def columns(self, width: int) -> tuple[Column, ...]:
         """The columns that fit in ``width``, dropping the least important first."""
@@ -145,45 +230,51 @@ class FuturesTable(RowView):
         return self._columns
 
     def render_header(self, width: int, base: Style) -> list[Segment]:
-        text = " ".join(
-            c.title.rjust(c.width) if c.right else c.title.ljust(c.width)
-            for c in self.columns(width)
-        )
-        return [Segment(text, base)]
+        sorted_by = _SORT_COLUMN[self.sort] if self.sort != "id" else ""
+        titles = []
+        for c in self.columns(width):
+            title = c.title + ("▼" if c.title == sorted_by else "")
+            titles.append(title.rjust(c.width) if c.right else title.ljust(c.width))
+        return [Segment(" ".join(titles), base)]
 
-    def _phase(self, future: int) -> int:
+    def _phase(self, row: int) -> int:
+        """The phase at the cursor of the future on ``row``."""
         page = self.page_rows
         key = (self.position, self.top, page)
         if key != self._phase_key:
-            ids = np.arange(self.top, min(self.top + page, self.row_count()))
+            ids = self.order[self.top : min(self.top + page, self.row_count())]
             self._phases = future_phases(self.replay.index, self.position, ids)
             self._phase_key = key
-        k = future - self.top
+        k = row - self.top
         if 0 <= k < len(self._phases):
             return int(self._phases[k])
-        return int(future_phases(self.replay.index, self.position, np.array([future]))[0])
+        future = np.array([self.future_at(row)])
+        return int(future_phases(self.replay.index, self.position, future)[0])
 
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
         index = self.replay.index
         f, k = index.futures, index.commands
+        phase = self._phase(row)
+        row = self.future_at(row)
         cmd = int(f.cmd[row])
         if row == self.selected_future:
             base = base + self.component_style("futures-table--selected")
-        phase = self._phase(row)
         dim = base + self.component_style("rowview--dim")
         events, times = self._events[row], self._times[row]
         stall = int(f.stall[row])
 
         def when(j: int, column: str) -> tuple[str, Style]:
-            if events[j] < 0:
+            # A time the cursor has not reached yet is not shown: at cycle 0 no future
+            # has been issued, so none has an issue time.
+            if not 0 <= events[j] < self.position:
                 return "", dim
-            text = cycles(int(times[j]), _WIDTH[column])
-            return text, (base if events[j] < self.position else dim)
+            return cycles(int(times[j]), _WIDTH[column]), base
 
         values: dict[str, tuple[str, Style]] = {
             "future": (str(row), base),
             "pe": (str(int(k.pe[cmd])) if cmd >= 0 else "", base),
             "op": (index.string(int(k.op[cmd])) if cmd >= 0 else "?", base),
+            "line": (self._lines.get(int(k.loc[cmd]), "") if cmd >= 0 else "", dim),
             "address": (f"{int(k.addr[cmd]):#x}" if cmd >= 0 and k.addr[cmd] >= 0 else "", dim),
             "bytes": (str(int(k.nbytes[cmd])) if cmd >= 0 else "", base),
             "issued": when(0, "issued"),
@@ -224,9 +315,30 @@ class FuturesTable(RowView):
         return Strip([Segment(f" {text}", dim)]).adjust_cell_length(self.size.width, dim)
 
     def _phase_cell(self, phase: int, base: Style) -> tuple[str, Style]:
+        """The phase at the cursor; "not issued" for a future the cursor is before."""
         if phase < 0:
             return "not issued", base + self.component_style("rowview--dim")
         name = PHASES[phase]
         if name == "resolved":
             return name, base + self.component_style("futures-table--resolved")
         return name, base + self.component_style("futures-table--pending")
+
+
+def _line_cells(replay: Replay) -> dict[int, str]:
+    """Per source location id of an issue: the kernel's line that made it (for a call
+    inside a helper, the line that called the helper): ``85``, with the file's base name
+    (``pipeline.py:41``) when that line is not in the kernel's own file."""
+    index = replay.index
+    k = index.commands
+    used = np.unique(k.loc[k.loc >= 0]) if len(k.loc) else np.empty(0, np.int64)
+    kernel = kernel_def(replay, 0)
+    main = kernel[0] if kernel is not None else ""
+    cells = {}
+    for i in used.tolist():
+        loc = index.loc(i)
+        if loc is None:
+            continue
+        loc = loc.caller or loc
+        base = escape(loc.file.rsplit("/", 1)[-1], 64)
+        cells[i] = str(loc.line) if loc.file == main else f"{base}:{loc.line}"
+    return cells

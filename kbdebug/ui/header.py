@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from kbdebug.analysis.model import PEBound
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 
@@ -59,6 +60,9 @@ class StatusHeader(Widget):
     breaks = reactive("")
     """A short summary of the enabled breakpoints."""
 
+    bounds: reactive[list[PEBound] | None] = reactive(None)
+    """Each PE's kernel time against its critical-path bound, once computed."""
+
     def __init__(self, replay: Replay, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.replay = replay
@@ -98,8 +102,18 @@ class StatusHeader(Widget):
             ("  ", None),
             (pe_text, value),
         ]
+        bound = self._bound()
+        efficiency = efficiency_short = []
+        if bound is not None:
+            efficiency = [
+                ("  ", None),
+                (f"{bound.efficiency:.0%}", value),
+                (f" efficient (bound {bound.bound:,} cycles)", None),
+            ]
+            efficiency_short = [(" eff ", None), (f"{bound.efficiency:.0%}", value)]
+        breaks = []
         if self.breaks:
-            long += [("  break: ", None), (escape(self.breaks, 500), value)]
+            breaks = [("  break: ", None), (escape(self.breaks, 500), value)]
         short = [
             (" ", None),
             (name, value),
@@ -110,8 +124,16 @@ class StatusHeader(Widget):
             (" ", None),
             (pe_text, value),
         ]
-        # Dropped in turn: the breakpoints (they are listed by B), the app's name.
-        for parts in (long, long[:9], [(" ", None), *long[1:9]], short):
+        short_breaks = [(" ● ", value), (escape(self.breaks, 500), None)] if self.breaks else []
+        # Dropped in turn: the app's name, the bound's cycles, the long forms; the
+        # breakpoints stay (cut short at the end) so a narrow screen still shows them.
+        without_name = [(" ", None), *long[1:9]]
+        for parts in (
+            long + efficiency + breaks,
+            without_name + efficiency + breaks,
+            without_name + efficiency_short + breaks,
+            short + efficiency_short + short_breaks,
+        ):
             if sum(len(t) for t, _ in parts) <= width:
                 break
         line = Text(no_wrap=True, overflow="ellipsis")
@@ -119,6 +141,13 @@ class StatusHeader(Widget):
             line.append(text, style)
         line.truncate(width, overflow="ellipsis")
         return line
+
+    def _bound(self) -> PEBound | None:
+        """The focused PE's bound, if computed and the PE ran a kernel."""
+        for bound in self.bounds or ():
+            if bound.pe == self.focused_pe:
+                return bound
+        return None
 
     def _status(self, width: int) -> Text:
         status = self.status

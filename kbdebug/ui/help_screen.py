@@ -13,12 +13,16 @@ INTRO = (
     "[b]kbdebug[/b] steps through a kernel's trace both ways, as gdb's single-key mode does: "
     "lower case moves forward, upper case backward. The cursor is the current event (▼ on "
     "the timeline, ▶ in the source and the events). The timeline shows each PE's kernel "
-    "(━ running, █ stalled in a tl.wait, ▒ partly stalled, ╳ after an error or a deadlock), "
-    "each channel (░▒▓█: how busy it is in that column) and the scratch level; the selected "
-    "future's span is highlighted. The source gutter adds up the cycles each line's waits "
-    "stalled; in the futures table, times still ahead of the cursor are dimmed and ∞ is a "
-    "wait a deadlock never ends. Tab moves between panes; arrows scroll them, Enter acts "
-    "(a breakpoint on a source line, a future, an event or a finding).\n"
+    "(━ running, ╱ stalled in a tl.wait, ╍ partly stalled, ╳ after an error or a deadlock), "
+    "each channel (▁▂▃▄▅▆▇█: the share of the column it was busy) and the scratch level "
+    "against the scratch capacity; each label gives the lane's busy share over the visible "
+    "cycles (the scratch lane: its peak/capacity); the selected future's span is "
+    "highlighted. The source gutter adds up the cycles each line's waits stalled; in the "
+    "futures table, times the cursor has not reached are blank, stalls still ahead dimmed, ∞ a "
+    "wait a deadlock never ends. The number keys 1 to 5 focus the panes (the focused one's "
+    "title is marked ▶ and its keys come first at the bottom); Tab moves between them too; "
+    "arrows scroll them, Enter acts (a breakpoint on a source line, a future, an event or a "
+    "finding).\n"
 )
 
 
@@ -45,17 +49,30 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def __init__(self, keys: list[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        keys: list[tuple[str, str]],
+        *,
+        panes: list[tuple[str, list[tuple[str, str]]]] | None = None,
+    ) -> None:
         super().__init__()
         self.keys = keys
+        #: Per pane: its title (``[3] futures``) and its own keys.
+        self.panes = panes or []
 
     def compose(self) -> ComposeResult:
-        width = max((len(key) for key, _ in self.keys), default=4) + 2
+        pane_keys = [key for _, keys in self.panes for key, _ in keys]
+        width = max((len(key) for key in [k for k, _ in self.keys] + pane_keys), default=4) + 2
         text = Text.from_markup(INTRO)
         text.append("\n")
         for key, description in self.keys:
             text.append(key.ljust(width), style="bold")
             text.append(description + "\n")
+        for title, keys in self.panes:
+            text.append(f"\nPane {title}: its number focuses it; then\n", style="bold underline")
+            for key, description in keys:
+                text.append(key.ljust(width), style="bold")
+                text.append(description + "\n")
         text.append("\nEsc, q or ? closes this.", style="dim")
         with VerticalScroll() as scroll:
             scroll.border_title = "Keys"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.model import PEBound
 from kbdebug.replay import Replay
 
 
@@ -77,3 +78,37 @@ class FindingsComputed(Message):
 
     findings: list[Finding]
     error: str | None = None
+    #: Each PE's kernel time against its critical-path bound.
+    bounds: list[PEBound] | None = None
+    #: The replay they were computed for (a reload may have replaced it since).
+    replay: Replay | None = None
+
+
+@dataclass
+class TraceReloaded(Message):
+    """The trace file was read again (``r``, or after a re-run)."""
+
+    replay: Replay
+    #: The file's (mtime, size) when it was read.
+    stamp: tuple[int, int] | None
+    #: What brought it: "reloaded" or "re-ran".
+    how: str = "reloaded"
+
+
+@dataclass
+class ReloadFailed(Message):
+    """Reading the trace again, or re-running it, failed: ``error`` is one line; the old
+    trace stays on screen."""
+
+    error: str
+
+
+@dataclass
+class RerunProgressed(Message):
+    """The re-run is still going: the last line it printed, and the seconds so far."""
+
+    line: str
+    seconds: float
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RerunProgressed)

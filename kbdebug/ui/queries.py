@@ -27,6 +27,20 @@ def tl_calls_by_pe(replay: Replay) -> list[np.ndarray]:
     return [calls[pes == pe] for pe in range(replay.index.n_pes)]
 
 
+def kernel_def(replay: Replay, pe: int) -> tuple[str, int] | None:
+    """(file, line) of the ``def`` of the kernel ``pe`` ran (its KERNEL_START's line)."""
+    index = replay.index
+    if not 0 <= pe < len(index.pe_status_events):
+        return None
+    c = index.columns
+    events = index.pe_status_events[pe]
+    starts = events[c.kind[events] == Kind.KERNEL_START]
+    if not len(starts):
+        return None
+    loc = index.loc(int(c.loc[starts[0]]))
+    return None if loc is None else (loc.file, loc.line)
+
+
 def next_event(events: np.ndarray, position: int, reverse: bool = False) -> int | None:
     """The first of the sorted ``events`` after the current event (``position - 1``),
     or the last one before it when ``reverse``; None if there is none."""
@@ -390,3 +404,19 @@ def one_line(error: BaseException, path: str) -> str:
         return f"{path}: {error.strerror or error}"
     text = " ".join(str(error).split())
     return text if path in text else f"{path}: {text}"
+
+
+def next_breakable_line(replay: Replay, file: str, line: int) -> tuple[int, int] | None:
+    """The first line after ``line`` in ``file`` where a SourceLine breakpoint stops (a tl
+    call, a kernel's ``def``), and how often it stops there; None if no later line does."""
+    candidates: set[int] = set()
+    for loc in replay.index.locs:
+        while loc is not None:
+            if loc.file == file and loc.line > line:
+                candidates.add(loc.line)
+            loc = loc.caller
+    for candidate in sorted(candidates):
+        hits = len(SourceLine(file=file, line=candidate).hits(replay))
+        if hits:
+            return candidate, hits
+    return None

@@ -6,17 +6,32 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
+from textual.binding import Binding
 from textual.reactive import reactive
+from textual.strip import Strip
 
 from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
+from kbdebug.ui.keys import pane_title
 from kbdebug.ui.messages import LineChosen
-from kbdebug.ui.queries import cycles, stall_by_line
+from kbdebug.ui.queries import cycles, kernel_def, stall_by_line
 from kbdebug.ui.rowview import RowView
+
+#: Columns ←/→ scroll the code by.
+SCROLL_COLUMNS = 8
 
 
 class SourceView(RowView):
-    """One source file of the trace; the focused PE's current line marked with ▶."""
+    """One source file of the trace; the focused PE's current line marked with ▶.
+
+    Before the focused PE's first tl call the cursor is on its kernel's ``def``. Long
+    lines scroll sideways (←/→) under a gutter that stays put."""
+
+    BINDINGS = [
+        Binding("left", "scroll_code(-1)", "scroll", key_display="←→", tooltip="Scroll the code"),
+        Binding("right", "scroll_code(1)", "scroll right", show=False),
+        Binding("enter", "choose", "break", tooltip="Toggle a breakpoint on the line"),
+    ]
 
     COMPONENT_CLASSES = {
         "source-view--current",
@@ -53,9 +68,14 @@ class SourceView(RowView):
     file = reactive("")
     """The source file shown (a key of the trace's embedded sources)."""
 
-    def __init__(self, replay: Replay, *, id: str | None = None) -> None:
+    code_left = reactive(0)
+    """The first column of the code shown (scrolled sideways by ←/→)."""
+
+    def __init__(self, replay: Replay, *, id: str | None = None, pane: int | None = None) -> None:
         super().__init__(id=id)
         self.replay = replay
+        #: The number key that focuses this pane (shown in its title), if any.
+        self.pane = pane
         self._stalls = stall_by_line(replay)
         self._lines: dict[str, list[Text]] = {}
         self._segments: dict[tuple[str, int], list[Segment]] = {}
@@ -91,9 +111,21 @@ class SourceView(RowView):
     def row_count(self) -> int:
         return len(self.lines(self.file)) if self.file else 0
 
+    @property
+    def gutter_width(self) -> int:
+        """Cells before the code: line number, breakpoint, ▶, stall cycles, bar."""
+        return len(str(self.row_count())) + 1 + 1 + 1 + 5 + 2
+
+    @property
+    def code_width(self) -> int:
+        """Cells the longest line of the file needs, gutter included."""
+        longest = max((t.cell_len for t in self.lines(self.file)), default=0) if self.file else 0
+        return self.gutter_width + longest
+
     def follow(self) -> None:
-        """Show the focused PE's current line's file with the cursor on that line."""
-        here = self.current_line
+        """Show the focused PE's current line's file with the cursor on that line (its
+        kernel's ``def`` before its first tl call)."""
+        here = self.current_line or kernel_def(self.replay, self.focused_pe)
         if here is None:
             return
         file, line = here
@@ -113,11 +145,35 @@ class SourceView(RowView):
         self.refresh()
 
     def watch_file(self) -> None:
-        self.border_title = _title(self.file)
+        self._retitle()
+        self.code_left = 0
         self.refresh()
 
+    def watch_code_left(self) -> None:
+        self.refresh()
+
+    def validate_code_left(self, left: int) -> int:
+        longest = self.code_width - self.gutter_width
+        return max(0, min(int(left), longest - (self.size.width - self.gutter_width) + 1))
+
+    def action_scroll_code(self, direction: int) -> None:
+        self.code_left += direction * SCROLL_COLUMNS
+
+    def _retitle(self, focused: bool | None = None) -> None:
+        focused = self.has_focus if focused is None else focused
+        if self.pane is None:
+            self.border_title = _title(self.file)
+        else:
+            self.border_title = pane_title(self.pane, self.file, focused)
+
+    def on_focus(self) -> None:
+        self._retitle(focused=True)
+
+    def on_blur(self) -> None:
+        self._retitle(focused=False)
+
     def on_mount(self) -> None:
-        self.border_title = _title(self.file)
+        self._retitle()
         self.follow()
 
     def chosen(self, row: int) -> None:
@@ -161,8 +217,12 @@ class SourceView(RowView):
         if code is None:
             text = self.lines(self.file)[row]
             code = self._segments[key] = list(text.render(self.app.console))
-        segments += [Segment(s.text, base + s.style if s.style else base) for s in code]
-        return segments
+        code = [Segment(s.text, base + s.style if s.style else base) for s in code]
+        if self.code_left:
+            cut = Strip(code)
+            code = list(cut.crop(self.code_left, max(cut.cell_length, self.code_left)))
+            segments.append(Segment("‹", gutter))
+        return segments + code
 
 
 #: Lines of an embedded source shown: highlighting two million lines would leave the

@@ -22,6 +22,7 @@ from textual.widget import Widget
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 from kbdebug.ui import lanes as L
+from kbdebug.ui.keys import pane_title
 from kbdebug.ui.messages import CycleClicked
 from kbdebug.ui.queries import cycles
 from kbdebug.ui.styles import component_style
@@ -69,8 +70,11 @@ class Timeline(Widget, can_focus=True):
     """Channel occupancy and kernel state per PE over time, with the cursor and a future's span."""
 
     BINDINGS = [
-        Binding("left", "pan(-1)", "Pan left", show=False),
+        Binding("left", "pan(-1)", "pan", key_display="←→", tooltip="Pan the timeline"),
         Binding("right", "pan(1)", "Pan right", show=False),
+        Binding("plus", "app.zoom(1)", "zoom", key_display="+-", tooltip="Zoom in and out"),
+        Binding("Z", "app.zoom_all", "whole", tooltip="Zoom out to the whole trace"),
+        Binding("z", "app.zoom_future", "future", tooltip="Zoom to the selected future"),
         Binding("up", "scroll_lanes(-1)", "Lanes up", show=False),
         Binding("down", "scroll_lanes(1)", "Lanes down", show=False),
     ]
@@ -125,10 +129,13 @@ class Timeline(Widget, can_focus=True):
         *,
         id: str | None = None,
         legend: bool = True,
+        pane: int | None = None,
     ) -> None:
         super().__init__(id=id)
         self.replay = replay
         self.data = data
+        #: The number key that focuses this pane (shown in its title), if any.
+        self.pane = pane
         #: Whether a legend line is shown under the lanes when the screen is tall enough.
         self.legend = legend
         self.name_width = max((len(lane.label) for lane in data.lanes), default=6)
@@ -228,6 +235,20 @@ class Timeline(Widget, can_focus=True):
     def watch_position(self) -> None:
         self.follow()
         self.refresh()
+
+    def _retitle(self, focused: bool | None = None) -> None:
+        focused = self.has_focus if focused is None else focused
+        if self.pane is not None:
+            self.border_title = pane_title(self.pane, "timeline", focused)
+
+    def on_mount(self) -> None:
+        self._retitle()
+
+    def on_focus(self) -> None:
+        self._retitle(focused=True)
+
+    def on_blur(self) -> None:
+        self._retitle(focused=False)
 
     def watch_focused_pe(self, pe: int) -> None:
         rows = self.data.lanes_of(pe)

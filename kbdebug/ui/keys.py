@@ -1,0 +1,111 @@
+"""The debugger's keys and panes: what the key bar, the help screen and the palette list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.content import Content
+
+from kbdebug.safe_text import escape
+
+
+@dataclass(frozen=True)
+class Key:
+    """One debugger key: what the footer, the help screen and the command palette show."""
+
+    key: str
+    action: str
+    short: str
+    long: str
+    footer: bool = True
+
+
+KEYS = (
+    Key("s", "step(1)", "step", "Step one event forward"),
+    Key("S", "step(-1)", "back", "Step one event backward"),
+    Key("c", "continue(1)", "continue", "Continue to the next breakpoint hit"),
+    Key("C", "continue(-1)", "reverse", "Reverse-continue to the previous breakpoint hit"),
+    Key("w", "toggle_stalled_wait", "stall break", "Toggle: break on a stalled tl.wait"),
+    Key("question_mark", "help", "help", "Show every key"),
+    Key("n", "next_call(1)", "tl call", "Next tl call (issue or wait) of the focused PE"),
+    Key("N", "next_call(-1)", "prev call", "Previous tl call of the focused PE", False),
+    Key("b", "toggle_line_breakpoint", "line break", "Toggle a breakpoint on the source line"),
+    Key("B", "breakpoints", "breakpoints", "Breakpoint list: add, remove, enable, conditions"),
+    Key("f", "future_event(1)", "future", "Next lifecycle event of the selected future"),
+    Key("F", "future_event(-1)", "future back", "Previous lifecycle event of the future", False),
+    Key("left_square_bracket", "focus_pe(-1)", "PE-", "Focus the previous PE"),
+    Key("right_square_bracket", "focus_pe(1)", "PE+", "Focus the next PE"),
+    Key("g", "edge(-1)", "start", "Go to the start of the trace", False),
+    Key("G", "edge(1)", "end", "Go to the end of the trace", False),
+    Key("colon", "goto", "go to", "Go to an event (:1234) or a cycle (:t5000)"),
+    Key("slash", "search", "search", "Search events (kind, pe2, future 12, file.py:86, op)"),
+    Key("plus,equals_sign", "zoom(1)", "zoom in", "Zoom the timeline in", False),
+    Key("minus", "zoom(-1)", "zoom out", "Zoom the timeline out", False),
+    Key("z", "zoom_future", "zoom future", "Zoom the timeline to the selected future", False),
+    Key("Z", "zoom_all", "whole trace", "Zoom the timeline out to the whole trace", False),
+    Key("less_than_sign", "pan(-1)", "pan left", "Pan the timeline left", False),
+    Key("greater_than_sign", "pan(1)", "pan right", "Pan the timeline right", False),
+    Key("m", "mark", "mark", "Mark this position", False),
+    Key("apostrophe", "jump_mark", "to mark", "Jump to the mark (again: back)"),
+    Key("1", "focus_pane(1)", "timeline", "Focus pane 1: the timeline", False),
+    Key("2", "focus_pane(2)", "source", "Focus pane 2: the source", False),
+    Key("3", "focus_pane(3)", "futures", "Focus pane 3: the futures table", False),
+    Key("4", "focus_pane(4)", "events", "Focus pane 4: the events", False),
+    Key(
+        "5", "focus_pane(5)", "findings", "Focus pane 5: the findings, biggest saving first", False
+    ),
+    Key(
+        "r", "reload", "reload", "Reload the trace if its file changed, keeping the position", False
+    ),
+    Key(
+        "R", "rerun", "re-run", "Re-run the kbdebug run that recorded the trace, and reload", False
+    ),
+    Key("q", "quit", "quit", "Quit"),
+    Key("ctrl+p", "command_palette", "palette", "Command palette: every action by name"),
+)
+
+#: Actions that need an open trace and the main screen.
+DEBUGGER_ACTIONS = {key.action.split("(")[0] for key in KEYS} - {
+    "quit",
+    "help",
+    "command_palette",
+}
+
+#: Our keys by key name, for explaining the ones that do nothing at the moment.
+KEY_ACTIONS = {name: key.action for key in KEYS for name in key.key.split(",")}
+
+
+@dataclass(frozen=True)
+class Pane:
+    """A pane a number key focuses; its title shows the number."""
+
+    number: int
+    name: str
+    #: The id of the pane's widget.
+    widget: str
+    #: The id of the tab that holds it, if it sits in a tab.
+    tab: str | None = None
+
+
+PANES = (
+    Pane(1, "timeline", "timeline"),
+    Pane(2, "source", "source"),
+    Pane(3, "futures", "futures"),
+    Pane(4, "events", "events", "events-tab"),
+    Pane(5, "findings", "findings", "findings-tab"),
+)
+
+#: Keys the key bar keeps at its right end whatever the width.
+PINNED = ("ctrl+p", "question_mark", "q")
+
+#: What marks the focused pane's title (as well as reverse video): seen without colour.
+FOCUS_MARK = "▶"
+
+
+def pane_title(number: int | None, text: str, focused: bool) -> Content:
+    """A pane's border title or tab label: ``▶[2] attention.py`` in bold reverse when
+    focused, ``[2] attention.py`` otherwise; ``text`` (a file name from the trace) is
+    never read as markup."""
+    prefix = f"[{number}] " if number is not None else ""
+    title = Content(f"{FOCUS_MARK if focused else ''}{prefix}{escape(text, 200)}")
+    return title.stylize("bold reverse") if focused else title
