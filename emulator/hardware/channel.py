@@ -161,6 +161,9 @@ class Channel:
         if latency:
             landing = env.timeout(latency, hold_event._value)
             landing.callbacks.append(partial(self._completed, cmd, future, on_complete, done))
+        elif done is None:  # a compute command: nothing to do at completion but record it
+            if self._emit is not None:
+                self._emit(_COMPLETE, now, self.pe, cmd, future)
         else:
             self._completed(cmd, future, on_complete, done, hold_event)
         if grant_next:

@@ -72,7 +72,9 @@ class ProcessingElement:
     @staticmethod
     def pick(channels: list[Channel]) -> Channel:
         """The channel that frees up first (lowest index on ties): a shared FIFO in effect."""
-        return min(channels, key=lambda c: c.busy_until)
+        if len(channels) == 1:
+            return channels[0]
+        return min(channels, key=_busy_until)
 
     def read(
         self, cmd: int, future: int, addr: int, shape: tuple[int, ...], dtype: str, nbytes: int
@@ -161,6 +163,10 @@ class ProcessingElement:
             emit(Kind.IPCQ_RECV, now, self.pe, message.cmd, message.src_pe, future)
             emit(Kind.COMPLETE, now, self.pe, cmd, future)
         event.succeed(message.data)
+
+
+def _busy_until(channel: Channel) -> int:
+    return channel.busy_until
 
 
 OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up"}

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -333,7 +332,7 @@ class TL:
                 Kind.ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc
             )
         launch.log_op(now, pe, "compute", engine_name)
-        self._switch(self._pe.compute(engine, cmd, cycles))
+        self._switch(engine.submit(cmd, cycles))
 
     def composite(
         self,
@@ -448,29 +447,26 @@ class TL:
 
     # --- scratch ------------------------------------------------------------------------
 
-    @contextmanager
-    def scope(self) -> Iterator[None]:
+    def scope(self) -> _Scope:
         """Recycle, on exit, the scratch buffers allocated inside.
 
         A buffer whose load or receive has not been waited yet is kept: the
         scope that waits on it adopts it (ADR-0063: in-flight prefetch buffers
         are never recycled).
         """
-        frame: list[Buffer] = []
-        self._scopes.append(frame)
-        try:
-            yield
-        finally:
-            self._scopes.pop()
-            if not self.closed:
-                for buffer in frame:
-                    if buffer.freed:
-                        continue
-                    future = buffer.future
-                    if future is not None and future.waited_at is None:
-                        buffer.orphan = True
-                    else:
-                        self._free(buffer)
+        return _Scope(self)
+
+    def _close_scope(self, frame: list[Buffer]) -> None:
+        self._scopes.pop()
+        if not self.closed:
+            for buffer in frame:
+                if buffer.freed:
+                    continue
+                future = buffer.future
+                if future is not None and future.waited_at is None:
+                    buffer.orphan = True
+                else:
+                    self._free(buffer)
 
     def free(self, x: TensorHandle | LoadFuture | RecvFuture) -> None:
         """Recycle the scratch buffer of ``x`` now (InFlightRecycleError if not yet waited)."""
@@ -589,3 +585,22 @@ class TL:
         for frame in (*self._scopes, self._top):
             for buffer in frame:
                 self._free(buffer)
+
+
+class _Scope:
+    """What ``tl.scope()`` returns: a class rather than a generator-based context
+    manager, which costs several times more and is entered once per tile."""
+
+    __slots__ = ("_tl", "_frame")
+
+    def __init__(self, tl: TL):
+        self._tl = tl
+        #: The buffers allocated inside, once entered.
+        self._frame: list[Buffer] = []
+
+    def __enter__(self) -> None:
+        self._frame = []
+        self._tl._scopes.append(self._frame)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._tl._close_scope(self._frame)
