@@ -1,14 +1,20 @@
 """scan_block: the event records of a block of trace bytes, parsed and type-checked with numpy.
 
 The reader's fast path. Instead of unpacking each record into Python objects, a
-block of msgpack bytes is cut into tokens all at once (every byte is a candidate
-token start; those inside a multi-byte token are struck out, repeating until no
-start changes), the tokens into top-level records (a running count of the items
-still owed), and the records of each event kind into rows of an int64 array.
-Anything out of the ordinary (a map, a float, a nil, an int encoded wider than
-needed for its kind code, an unknown kind, a field of the wrong type) ends the
-scan there: the reader reads on from that record one object at a time, and its
-exact path names what is wrong, with the byte offset and event index. Ranges
+block of msgpack bytes is cut into tokens all at once, the tokens into top-level
+records (a running count of the items still owed), and the records of each event
+kind into rows of an int64 array.
+
+Only what event records are made of is parsed: fixarray headers, ints and bools.
+A token start is a byte not inside a multi-byte int; which of the bytes that look
+like the first of one are real is settled by following "the next one at or after
+my end" from the first, all at once (tokens before a position depend only on the
+bytes before it). The scan ends at the first token of another type (a string, a
+map, a float...): the reader unpacks that record on its own (a definition, the
+footer) and scans on after it. A whole record that is not a valid event or a
+definition (an unknown kind, a field of the wrong type, a kind code written
+wider than needed) ends the scan as ``unusual``: the reader's exact path reads on
+from there, naming what is wrong with its byte offset and event index. Ranges
 (PE, channel, ids...) are checked by the reader on the rows, as for any batch.
 """
 
@@ -22,56 +28,45 @@ from emulator.trace import wire
 from emulator.trace.schema import FIELDS, Kind
 
 # Token classes.
-_INT, _BOOL, _ARRAY, _MAP, _OTHER = 0, 1, 2, 3, 4
-# Definition record codes the reader applies one by one (they carry strings).
+_INT, _BOOL, _ARRAY, _OTHER = 0, 1, 2, 3
+# Rounds of "the real tokens are the ends of real tokens" before following the jumps
+# by doubling instead (real traces settle in a handful; see _token_starts).
+MAX_ROUNDS = 16
+# Definition record codes the reader applies one by one.
 _DEFINITIONS = (wire.DEFINE_STRING, wire.DEFINE_LOC, wire.EMBED_SOURCE, wire.DEFINE_LOC_CALLER)
 
 
 def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per first byte: the token's fixed length, the width of a length that follows it
-    (0 if none), its class, and the item count of a fixarray or fixmap."""
+    """Per first byte: the token's length, its class, the item count of a fixarray, and
+    the value of a one-byte int or bool."""
     length = np.ones(256, dtype=np.int64)
-    length[0xA0:0xC0] += np.arange(32)  # fixstr
-    for byte, size in {
-        0xC4: 2, 0xC5: 3, 0xC6: 5,  # bin 8/16/32: + length
-        0xC7: 3, 0xC8: 4, 0xC9: 6,  # ext 8/16/32: + length
-        0xCA: 5, 0xCB: 9,  # float 32/64
-        0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,  # uint 8..64
-        0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9,  # int 8..64
-        0xD4: 3, 0xD5: 4, 0xD6: 6, 0xD7: 10, 0xD8: 18,  # fixext
-        0xD9: 2, 0xDA: 3, 0xDB: 5,  # str 8/16/32: + length
-        0xDC: 3, 0xDD: 5, 0xDE: 3, 0xDF: 5,  # array/map 16/32 headers
-    }.items():  # fmt: skip
-        length[byte] = size
-    var = np.zeros(256, dtype=np.int64)
-    for byte, size in {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}.items():
-        var[byte] = size
-    var[0xD9], var[0xDA], var[0xDB] = 1, 2, 4
+    length[0xCC:0xD4] = (2, 3, 5, 9, 2, 3, 5, 9)  # uint 8..64, int 8..64
     cls = np.full(256, _OTHER, dtype=np.int8)
     cls[0x00:0x80] = cls[0xE0:0x100] = cls[0xCC:0xD4] = _INT
     cls[0xC2:0xC4] = _BOOL
-    cls[0x90:0xA0] = cls[0xDC:0xDE] = _ARRAY
-    cls[0x80:0x90] = cls[0xDE:0xE0] = _MAP
-    items = np.zeros(256, dtype=np.int64)
+    cls[0x90:0xA0] = _ARRAY
+    items = np.zeros(256, dtype=np.int32)
     items[0x90:0xA0] = np.arange(16)
-    items[0x80:0x90] = 2 * np.arange(16)
-    return length, var, cls, items
+    value = np.arange(256, dtype=np.int64)
+    value[0xE0:] -= 256
+    value[0xC2:0xC4] = (0, 1)
+    return length, cls, items, value
 
 
-_LENGTH, _VAR, _CLASS, _ITEMS = _tables()
-# The value of a one-byte int or bool token (its first byte) as an int64.
-_FIXED_VALUE = np.arange(256, dtype=np.int64)
-_FIXED_VALUE[0xE0:] -= 256
-_FIXED_VALUE[0xC2:0xC4] = (0, 1)
-_MULTI = (_LENGTH > 1) | (_VAR > 0)
-# Per event kind: the record's item count, and per item whether it is a bool.
+_LENGTH, _CLASS, _ITEMS, _FIXED_VALUE = _tables()
+# Per event kind: the record's item count.
 _WIDTH = {int(kind): 3 + len(fields) for kind, fields in FIELDS.items()}
-_BOOLS = {
-    int(kind): np.array([False] * 3 + [tag == "bool" for _, tag in fields])
-    for kind, fields in FIELDS.items()
-}
 _SHAPE_AT = 3 + [name for name, _ in FIELDS[Kind.ISSUE]].index("shape")
+_BOOL_AT = 3 + [tag for _, tag in FIELDS[Kind.ISSUE]].index("bool")
+# Only an ISSUE has a bool or a shape: the others are all ints on the wire.
+assert [k for k, fields in FIELDS.items() if any(t in ("bool", "shape") for _, t in fields)] == [
+    Kind.ISSUE
+]
 _MAX_KIND = 128
+_KNOWN = np.zeros(_MAX_KIND, dtype=bool)
+_KNOWN[list(_WIDTH)] = True
+# Shapes of a block told apart one by one before sorting the rest (see _issue_rows).
+_FEW_SHAPES = 16
 
 
 @dataclass
@@ -80,13 +75,15 @@ class BlockScan:
 
     ``kinds``, ``tables`` and ``shapes`` are the events in EventTables form (times
     still deltas); ``definitions`` the ``(events before it, start, end)`` of each
-    definition record among them, for the reader to apply; ``unusual`` says the scan
-    stopped at a record it does not handle (else at the first record not wholly in
-    the block).
+    definition record among them, for the reader to apply. The scan stopped at
+    ``stop`` because the record there is ``unusual`` (whole, but not a valid event
+    or definition), or ``foreign`` (it has a token of a type the scan does not
+    parse), or else not wholly in the block.
     """
 
     stop: int
     unusual: bool
+    foreign: bool
     kinds: np.ndarray
     tables: dict[int, tuple[np.ndarray, np.ndarray]]
     shapes: list[tuple[int, ...]]
@@ -95,54 +92,66 @@ class BlockScan:
 
 def _read_be(data: np.ndarray, at: np.ndarray, size: int) -> np.ndarray:
     """Big-endian unsigned ints of ``size`` bytes at ``at`` (``data`` padded by 8)."""
-    out = np.zeros(len(at), dtype=np.uint64)
-    for j in range(size):
-        out = (out << np.uint64(8)) | data[at + j].astype(np.uint64)
+    out = data[at].astype(np.uint64)
+    for j in range(1, size):
+        out = (out << np.uint64(8)) | data[at + j]
     return out
 
 
 def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
-    """The offsets of the tokens of ``data[:n]`` read from 0."""
-    first = data[:n]
-    multi = np.flatnonzero(_MULTI[first])
-    span = _LENGTH[first[multi]]
-    var = _VAR[first[multi]]
-    for size in (1, 2, 4):
-        at = np.flatnonzero(var == size)
-        if len(at):
-            span[at] += _read_be(data, multi[at] + 1, size).astype(np.int64)
-    ends = multi + span
-    # Past the last candidate, the path from 0 runs over one-byte tokens to the next
-    # candidate: so the candidates that are real tokens are the path of candidate 0
-    # under "the first candidate at or after my end", found by doubling the jumps.
-    count = len(multi)
-    jump = np.empty(count + 1, dtype=np.int32)
-    jump[:count] = np.searchsorted(multi, ends)
+    """The offsets of the tokens of ``data[:n]`` read from 0, all ints, bools and
+    fixarray headers (the first of another type is read as one byte)."""
+    candidates = np.flatnonzero(np.subtract(data[:n], 0xCC, dtype=np.uint8) < 8)
+    ends = candidates + _LENGTH[data[candidates]]
+    count = len(candidates)
+    # From one candidate, the bytes up to the next one are one-byte tokens: the real
+    # candidates are those on the path of the first under "the next at or after my
+    # end". Its nodes are those that are a step from a node (or the first): start
+    # from all and take their steps until nothing changes; a false start's path soon
+    # lands on a real token, so that takes a few rounds.
+    jump = np.empty(count + 1, dtype=np.int64)
+    jump[:count] = np.searchsorted(candidates, ends)
     jump[count] = count
-    jumps = [jump]
-    while (1 << len(jumps)) <= count:
-        jumps.append(jumps[-1][jumps[-1]])
-    live = np.zeros(count + 1, dtype=bool)
-    live[0] = True
-    for jump in reversed(jumps):
-        live[jump[np.flatnonzero(live)]] = True
+    live = np.ones(count + 1, dtype=bool)
+    for _ in range(MAX_ROUNDS):
+        reached = np.zeros(count + 1, dtype=bool)
+        reached[jump[live]] = True
+        reached[0] = True
+        if np.array_equal(reached, live):
+            break
+        live = reached
+    else:
+        live = _path_by_doubling(jump)
     live = live[:count]
     # Real tokens do not overlap: +1 after each start, -1 at its end, and the running
     # sum is 1 exactly inside one.
     inside = np.zeros(n + 1, dtype=np.int8)
-    starts, stops = multi[live], np.minimum(ends[live], n)
-    inside[starts + 1] = 1
-    inside[stops] -= 1
+    inside[candidates[live] + 1] = 1
+    inside[np.minimum(ends[live], n)] -= 1
     return np.flatnonzero(np.cumsum(inside[:n], dtype=np.int8) == 0)
+
+
+def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
+    """The nodes on the path of node 0 under ``jump`` (increasing but at its last node),
+    in log steps whatever the input."""
+    jumps = [jump]
+    while (1 << len(jumps)) <= len(jump):
+        jumps.append(jumps[-1][jumps[-1]])
+    live = np.zeros(len(jump), dtype=bool)
+    live[0] = True
+    for step in reversed(jumps):
+        live[step[np.flatnonzero(live)]] = True
+    return live
 
 
 def _values(
     data: np.ndarray, tokens: np.ndarray, first: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each int token's value (0 for others), and a mask of uint64s past the int64 range."""
+    """Each int or bool token's value (its first byte for others), and a mask of the
+    uint64s past the int64 range."""
     values = _FIXED_VALUE[first]
     big = np.zeros(len(tokens), dtype=bool)
-    wide = np.flatnonzero((first >= 0xCC) & (first <= 0xD3))
+    wide = np.flatnonzero(np.subtract(first, 0xCC, dtype=np.uint8) < 8)
     wide_first = first[wide]
     for marker, size, signed in (
         (0xCC, 1, False), (0xCD, 2, False), (0xCE, 4, False), (0xCF, 8, False),
@@ -153,8 +162,8 @@ def _values(
             continue
         raw = _read_be(data, tokens[at] + 1, size)
         if signed:
-            shift = np.uint64(64 - 8 * size)
-            values[at] = ((raw << shift).view(np.int64)) >> np.int64(64 - 8 * size)
+            shift = 64 - 8 * size
+            values[at] = (raw << np.uint64(shift)).view(np.int64) >> np.int64(shift)
         else:
             if size == 8:
                 big[at] = raw > np.uint64(2**63 - 1)
@@ -165,111 +174,103 @@ def _values(
 def scan_block(block: bytes | bytearray | memoryview) -> BlockScan:
     """Scan ``block``, which starts at a record boundary (see the module docstring)."""
     n = len(block)
-    data = np.zeros(n + 8, dtype=np.uint8)
-    data[:n] = np.frombuffer(block, dtype=np.uint8)
-    empty = BlockScan(0, False, np.empty(0, np.int8), {}, [], [])
+    empty = BlockScan(0, False, False, np.empty(0, np.int8), {}, [], [])
     if not n:
         return empty
+    data = np.zeros(n + 8, dtype=np.uint8)
+    data[:n] = np.frombuffer(block, dtype=np.uint8)
     tokens = _token_starts(data, n)
     first = data[tokens]
     cls = _CLASS[first]
-    items = _ITEMS[first]
-    wide = np.flatnonzero(first >= 0xDC)
-    wide = wide[first[wide] <= 0xDF]
-    if len(wide):
-        sizes = np.where((first[wide] == 0xDC) | (first[wide] == 0xDE), 2, 4)
-        for size in (2, 4):
-            at = wide[sizes == size]
-            count = _read_be(data, tokens[at] + 1, size).astype(np.int64)
-            items[at] = np.where(first[at] >= 0xDE, 2 * count, count)
+    # Tokens are read right up to the first of a type not parsed: the scan ends there.
+    foreign = np.flatnonzero(cls == _OTHER)
+    if len(foreign):
+        end = int(tokens[foreign[0]])
+        tokens, first, cls = tokens[: foreign[0]], first[: foreign[0]], cls[: foreign[0]]
+    else:
+        end = int(tokens[-1] + _LENGTH[first[-1]])
+    if not len(tokens):
+        empty.foreign = True
+        return empty
     # A top-level object starts where the items still owed reach a new low.
-    owed = items - 1
-    before = np.cumsum(owed) - owed
+    owed = _ITEMS[first] - 1  # int32: a fixarray has 15 items at most
+    before = np.cumsum(owed, dtype=np.int32)
+    before -= owed
     low = np.minimum.accumulate(before)
-    starts = np.flatnonzero(before < np.concatenate(([1], low[:-1])))
-    # The last object is whole if its items are all there and its last token ends in
-    # the block.
-    last_end = int(tokens[-1] + _token_length(data, tokens[-1:])[0])
+    starts = np.flatnonzero(low[1:] < low[:-1]) + 1
+    starts = np.concatenate(([0], starts))
     count = len(starts)
-    if int(before[-1] + owed[-1]) != -count or last_end > n:
+    # The last object is whole if all its items are there and its last token ends
+    # in the block (before a foreign token, which would be one of its items).
+    whole_tail = int(before[-1] + owed[-1]) == -count and end <= n
+    if not whole_tail:
         count -= 1
     if count <= 0:
+        empty.foreign = bool(len(foreign))
         return empty
     record_tokens = np.diff(np.append(starts, len(tokens)))[:count]
-    offsets = np.append(tokens[starts], last_end)[: count + 1]
-    starts = starts[:count]
+    offsets = np.append(tokens[starts], end)[: count + 1]
     values, big = _values(data, tokens, first)
-    # A token's class, or _OTHER for an int past the int64 range.
-    cls = np.where(big, _OTHER, cls).astype(np.int8)
-    has_kind = (first[starts] >= 0x90) & (first[starts] <= 0x9F) & (record_tokens >= 2)
+    # A token's class, or _OTHER for an int past the int64 range; per record, its
+    # tokens that are not ints: an event has its array header, and an ISSUE also the
+    # header of its shape and its bool.
+    not_int = (cls != _INT) | big
+    cls[big] = _OTHER
+    not_ints = np.add.reduceat(not_int.view(np.int8), starts, dtype=np.int32)[:count]
+    starts = starts[:count]
+    head = first[starts]
     kind_token = np.minimum(starts + 1, len(tokens) - 1)
-    kinds = np.where(has_kind & (first[kind_token] < 0x80), values[kind_token], -1)
-    n_items = items[starts]
-    known = np.zeros(_MAX_KIND + 1, dtype=bool)
-    known[list(_WIDTH)] = True
-    is_event = (kinds > 0) & known[np.clip(kinds, 0, _MAX_KIND)]
-    is_definition = np.isin(kinds, _DEFINITIONS) & (cls[kind_token] == _INT)
+    has_kind = (cls[starts] == _ARRAY) & (record_tokens >= 2) & (first[kind_token] < 0x80)
+    kinds = np.where(has_kind, values[kind_token], -1)
+    n_items = _ITEMS[head]
+    is_event = (kinds > 0) & _KNOWN[np.clip(kinds, 0, _MAX_KIND - 1)]
+    is_definition = has_kind & np.isin(kinds, _DEFINITIONS)
     ok = is_definition.copy()
-    tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    rows_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    rows_of: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
     shapes: list[tuple[int, ...]] = []
     for kind in np.flatnonzero(np.bincount(kinds[is_event], minlength=_MAX_KIND)).tolist():
         width = _WIDTH[kind]
         records = np.flatnonzero(kinds == kind)
         good = n_items[records] == width
         if kind == Kind.ISSUE:
-            good &= record_tokens[records] >= width + 1
-            records_ok = records[good]
+            good &= (record_tokens[records] >= width + 1) & (not_ints[records] == 3)
+            records = records[good]
             rows, shape_ids, fine, shapes = _issue_rows(
-                starts[records_ok], record_tokens[records_ok], first, cls, values, items
+                starts[records], record_tokens[records], first, cls, values
             )
-            good[np.flatnonzero(good)[~fine]] = False
-            rows_of[kind] = (records, rows[fine], shape_ids[fine], good)
-            ok[records[good]] = True
-            continue
-        good &= record_tokens[records] == width + 1
-        at = starts[records[good]][:, None] + 1 + np.arange(width)
-        want = np.where(_BOOLS[kind], _BOOL, _INT)
-        fine = (cls[at] == want).all(axis=1)
-        good[np.flatnonzero(good)[~fine]] = False
-        rows_of[kind] = (records, values[at[fine]], None, good)
-        ok[records[good]] = True
+            records, rows, shape_ids = records[fine], rows[fine], shape_ids[fine]
+        else:
+            good &= (record_tokens[records] == width + 1) & (not_ints[records] == 1)
+            records = records[good]
+            rows, shape_ids = values[starts[records][:, None] + 1 + np.arange(width)], None
+        ok[records] = True
+        rows_of[kind] = (records, rows, shape_ids)
     bad = np.flatnonzero(~ok)
     used = int(bad[0]) if len(bad) else count
-    unusual = used < count
     events = is_event[:used] & ok[:used]
     event_at = np.cumsum(events) - 1  # position among the events of each record
-    for kind, (records, rows, shape_ids, good) in rows_of.items():
-        kept = records[good]
-        inside = kept < used
+    tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for kind, (records, rows, shape_ids) in rows_of.items():
+        inside = records < used
         if not inside.any():
             continue
         rows = rows[inside]
         if shape_ids is not None:
             rows[:, _SHAPE_AT] = shape_ids[inside]
-        tables[kind] = (event_at[kept[inside]], rows)
+        tables[kind] = (event_at[records[inside]], rows)
     definitions = [
         (int(event_at[r]) + 1, int(offsets[r]), int(offsets[r + 1]))
         for r in np.flatnonzero(is_definition[:used]).tolist()
     ]
     return BlockScan(
         stop=int(offsets[used]),
-        unusual=unusual,
+        unusual=used < count,
+        foreign=used == count and bool(len(foreign)),
         kinds=kinds[:used][events].astype(np.int8),
         tables=tables,
         shapes=shapes,
         definitions=definitions,
     )
-
-
-def _token_length(data: np.ndarray, at: np.ndarray) -> np.ndarray:
-    first = data[at]
-    length = _LENGTH[first].copy()
-    for size in (1, 2, 4):
-        where = np.flatnonzero(_VAR[first] == size)
-        if len(where):
-            length[where] += _read_be(data, at[where] + 1, size).astype(np.int64)
-    return length
 
 
 def _issue_rows(
@@ -278,47 +279,49 @@ def _issue_rows(
     first: np.ndarray,
     cls: np.ndarray,
     values: np.ndarray,
-    items: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
-    """ISSUE records' rows, shape ids, which are fine, and the shapes the ids index."""
+    """ISSUE records' rows, shape ids, which are fine, and the shapes the ids index
+    (numbered in order of first use, as the record-by-record path numbers them)."""
     width = _WIDTH[Kind.ISSUE]
     m = len(starts)
     shape_token = starts + 1 + _SHAPE_AT
-    dims = np.where(first[shape_token] <= 0x9F, items[shape_token], -1)
-    fine = (cls[shape_token] == _ARRAY) & (first[shape_token] <= 0x9F)
-    fine &= record_tokens == width + 1 + dims
-    dims = np.where(fine, dims, 0)
-    # Items before the shape, then after its dims.
+    dims = _ITEMS[first[shape_token]].astype(np.int64)
+    fine = (cls[shape_token] == _ARRAY) & (record_tokens == width + 1 + dims)
+    dims[~fine] = 0
     column = np.arange(width)
     at = starts[:, None] + 1 + column + np.where(column > _SHAPE_AT, dims[:, None], 0)
-    want = np.where(_BOOLS[Kind.ISSUE], _BOOL, _INT)
-    want[_SHAPE_AT] = _ARRAY
-    fine &= (cls[at] == want).all(axis=1)
+    # Its three tokens that are not ints (see scan_block) are the headers and the bool.
+    fine &= cls[at[:, _BOOL_AT]] == _BOOL
     rows = values[at]
     shape_ids = np.zeros(m, dtype=np.int64)
     shapes: list[tuple[int, ...]] = []
     first_use: list[int] = []
     for k in np.unique(dims[fine]).tolist():
         group = np.flatnonzero(fine & (dims == k))
-        dim_at = shape_token[group][:, None] + 1 + np.arange(k)
-        dim_values = values[dim_at]
-        good = (cls[dim_at] == _INT).all(axis=1) & (dim_values >= 0).all(axis=1)
+        dim_values = values[shape_token[group][:, None] + 1 + np.arange(k)]
+        good = (dim_values >= 0).all(axis=1)
         fine[group[~good]] = False
-        group, dim_values = group[good], dim_values[good].reshape(len(group[good]), k)
+        group, dim_values = group[good], dim_values[good]
         # A kernel uses a few shapes: take them one at a time (np.unique over rows
         # sorts them all), the first row left being the next shape.
         left = np.arange(len(group))
-        while len(left):
+        while len(left) and len(shapes) < _FEW_SHAPES:
             shape = dim_values[left[0]]
             same = (dim_values[left] == shape).all(axis=1)
             shape_ids[group[left[same]]] = len(shapes)
             shapes.append(tuple(shape.tolist()))
             first_use.append(int(group[left[0]]))
             left = left[~same]
-    # Number the shapes in order of first use, as the record-by-record path does.
+        if len(left):
+            unique, at_first, inverse = np.unique(
+                dim_values[left], axis=0, return_index=True, return_inverse=True
+            )
+            shape_ids[group[left]] = len(shapes) + inverse.reshape(-1)
+            shapes.extend(tuple(row) for row in unique.tolist())
+            first_use.extend(group[left[at_first]].tolist())
     order = np.argsort(np.array(first_use, dtype=np.int64), kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     if len(order):
-        shape_ids = rank[shape_ids]
+        shape_ids[fine] = rank[shape_ids[fine]]
     return rows, shape_ids, fine, [shapes[i] for i in order.tolist()]

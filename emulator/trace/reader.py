@@ -34,6 +34,7 @@ CHUNK_BYTES = 1 << 16
 # Bytes scanned at a time by the fast path of read_trace_tables (see bulk.scan_block):
 # large enough that numpy's per-call cost is spread over some 100,000 records.
 BULK_BYTES = 1 << 20
+MIN_BULK_BYTES = 1 << 12
 
 
 @dataclass
@@ -710,6 +711,9 @@ class _Parser:
         exact path has to read past before the fast path takes over again.
         """
         buf = bytearray(kept)
+        # Bytes scanned at once: a block, but fewer after a definition, growing back,
+        # so that definitions close together do not each cost a scan of a block.
+        window = BULK_BYTES
         while True:
             if len(buf) < BULK_BYTES and fed < total:
                 chunk = self.chunks.read(min(BULK_BYTES - len(buf), total - fed))
@@ -717,20 +721,52 @@ class _Parser:
                     total = fed  # the file shrank while being read: it ends here
                 buf += chunk
                 fed += len(chunk)
-            scan = scan_block(buf)
-            if not scan.stop:
-                # A record it does not handle, one larger than a block, or a tail cut
-                # short at the end: the exact path reads it.
-                self.resume_at = pos
-                return pos, buf, fed, total
-            if not self.apply_scan(scan, buf, pos):
+            scan = scan_block(buf[:window])
+            if scan.stop and not self.apply_scan(scan, buf, pos):
                 # An event out of range: the exact path reads the block again, to name it.
                 self.resume_at = pos + scan.stop - 1
                 return pos, buf, fed, total
             pos += scan.stop
             del buf[: scan.stop]
-            if self.progress is not None:
+            if self.progress is not None and scan.stop:
                 self.progress(pos, total)
+            if scan.foreign:
+                # A record with strings: a definition is applied here, the scan goes on
+                # after it; anything else (the footer...) is the exact path's.
+                end = self.bulk_definition(buf, pos)
+                if not end:
+                    self.resume_at = pos
+                    return pos, buf, fed, total
+                pos += end
+                del buf[:end]
+                window = max(window // 8, MIN_BULK_BYTES)
+            elif scan.unusual:
+                self.resume_at = pos
+                return pos, buf, fed, total
+            elif window < len(buf):
+                window = min(2 * window, BULK_BYTES) if scan.stop else len(buf)
+            elif not scan.stop and (fed == total or len(buf) >= BULK_BYTES):
+                # A tail cut short at the end (or nothing left), or a record longer than
+                # a block: the exact path reads it.
+                self.resume_at = pos
+                return pos, buf, fed, total
+
+    def bulk_definition(self, buf: bytearray, pos: int) -> int:
+        """Apply the definition record at the start of ``buf`` (read from ``pos``) and
+        return its length; 0, with nothing applied, if it is something else, or
+        wrong, or not wholly in ``buf``."""
+        unpacker = msgpack.Unpacker(use_list=False, max_buffer_size=max(len(buf), 1), **_limits())
+        unpacker.feed(buf)
+        try:
+            record = unpacker.unpack()
+        except (ValueError, msgpack.UnpackException, msgpack.OutOfData):
+            return 0
+        self.string_defs.clear()
+        self.loc_defs.clear()
+        self.caller_defs.clear()
+        if not self.fast_definition(record, pos, 0):
+            return 0
+        return unpacker.tell()
 
     def apply_scan(self, scan: BlockScan, buf: bytearray, pos: int) -> bool:
         """Apply the definitions and hand over the events scan_block found in ``buf``
