@@ -144,7 +144,8 @@ def test_a_package_without_traces_records_the_example_once_into_the_cache(
 ):
     monkeypatch.setenv("KBDEBUG_CACHE_DIR", str(tmp_path / "cache"))
     path = replay_command.recorded_example()
-    assert path.parent == tmp_path / "cache" / "examples"
+    assert path.parent.parent == tmp_path / "cache" / "examples"
+    assert path.name == "flawed_prefetch.kbt"
     assert "recording the example trace once" in capsys.readouterr().err
     bundled = replay_command.bundled_trace()  # the checkout's own
     assert path.read_bytes() == bundled.read_bytes()

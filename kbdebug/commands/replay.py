@@ -68,21 +68,25 @@ def cache_dir() -> Path:
 def recorded_example() -> Path:
     """The flawed-prefetch trace recorded by this installation, recorded now if need be.
 
-    Named by a digest of the emulator's sources: another version records its own.
+    Kept under a digest of the emulator's sources: another version records its own.
     An unwritable cache directory falls back to a temporary one.
     """
     from emulator.scenarios import SCENARIOS
 
-    name = f"{Path(BUNDLED_TRACE).stem}-{_emulator_digest()}.kbt"
+    # One folder per digest, so the app's title shows the trace's own name.
+    digest = _emulator_digest()
+    name = BUNDLED_TRACE
     for folder in (
-        cache_dir() / "examples",
-        Path(tempfile.gettempdir()) / f"kbdebug-{os.getuid()}",
+        cache_dir() / "examples" / digest,
+        Path(tempfile.gettempdir()) / f"kbdebug-{os.getuid()}" / digest,
     ):
         path = folder / name
-        if path.is_file():
-            return path
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            if folder.stat().st_uid != os.getuid():
+                continue  # a shared temporary folder someone else made: not ours to trust
+            if path.is_file():
+                return path
             fd, temp = tempfile.mkstemp(dir=folder, prefix=name, suffix=".partial")
         except OSError:
             continue
