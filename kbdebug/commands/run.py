@@ -151,8 +151,12 @@ def run(args: argparse.Namespace) -> int:
             message = None
             if scenario.check is not None and not args.no_check:
                 status.phase("checking output against numpy")
-                message = _check(scenario)
+                message, seconds = _check(scenario)
                 status.clear()
+                if message is None:
+                    print(
+                        f"check:  output matches the numpy reference (checked in {seconds:.2f} s)"
+                    )
     finally:
         status.close()
     if args.open:
@@ -266,18 +270,14 @@ def _print_result(result, elapsed: float) -> None:
     sys.stdout.flush()  # on screen before the check's status line
 
 
-def _check(scenario: Scenario) -> str | None:
-    """Run the scenario's numpy check: None when it passes, else what failed."""
+def _check(scenario: Scenario) -> tuple[str | None, float]:
+    """Run the scenario's numpy check: (None, or what failed; wall seconds it took)."""
     started = time.perf_counter()
     try:
         scenario.check(scenario.memory)
     except AssertionError as e:
-        return f"output check failed: {e}"
-    print(
-        "check:  output matches the numpy reference "
-        f"(checked in {time.perf_counter() - started:.2f} s)"
-    )
-    return None
+        return f"output check failed: {e}", time.perf_counter() - started
+    return None, time.perf_counter() - started
 
 
 def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:
