@@ -138,8 +138,9 @@ def attention_reference(
     acc = np.zeros((rows, head_dim))
     # Products small enough (rows x step x head_dim <= 2^17 multiply-adds) that OpenBLAS runs
     # them on one thread: on a busy machine its threads wait on each other, and thin
-    # products like these ran 4x slower threaded than not.
-    step = max(SINGLE_THREAD_MACS // max(rows * head_dim, 1), 1)
+    # products like these ran 4x slower threaded than not. At least 64 K/V rows a step,
+    # so many query rows do not make a Python loop per row.
+    step = max(SINGLE_THREAD_MACS // max(rows * head_dim, 1), 64)
     for k_block, v_block in zip(k_blocks, v_blocks, strict=True):
         for start in range(0, len(k_block), step):
             k = k_block[start : start + step].astype(np.float32, copy=False)

@@ -142,3 +142,12 @@ def test_from_toml_missing_file_names_it(tmp_path):
     path = tmp_path / "absent.toml"
     with pytest.raises(ConfigError, match=f"{path}: cannot read"):
         HardwareConfig.from_toml(path)
+
+
+def test_every_field_has_a_unit_and_a_meaning_in_declaration_order():
+    described = HardwareConfig.describe()
+    assert [name for name, *_ in described] == [f.name for f in dataclasses.fields(HardwareConfig)]
+    for name, _kind, default, unit, meaning in described:
+        assert unit and meaning, name
+        assert getattr(HardwareConfig(), name) == default
+    assert HardwareConfig.ZERO_ALLOWED == set(ZERO_OK)
