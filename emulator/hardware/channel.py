@@ -12,6 +12,7 @@ import simpy
 from emulator.recorder import Recorder, emitter
 from emulator.trace.schema import Kind
 
+# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
 _REQUEST, _GRANT, _RELEASE, _COMPLETE = (
     Kind.CHAN_REQUEST,
     Kind.CHAN_GRANT,

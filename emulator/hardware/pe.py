@@ -17,6 +17,11 @@ from emulator.memory import Memory
 from emulator.recorder import Recorder, emitter
 from emulator.trace.schema import Kind
 
+# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
+_IPCQ_SEND = Kind.IPCQ_SEND
+_IPCQ_RECV = Kind.IPCQ_RECV
+_COMPLETE = Kind.COMPLETE
+
 
 class Message:
     """A tensor travelling over an IPCQ link."""
@@ -122,7 +127,7 @@ class ProcessingElement:
 
         def enter_link() -> None:
             if self._emit is not None:
-                self._emit(Kind.IPCQ_SEND, env.now, self.pe, cmd, dest.pe, data.nbytes)
+                self._emit(_IPCQ_SEND, env.now, self.pe, cmd, dest.pe, data.nbytes)
 
         def deliver(_: Any) -> None:
             dest.deliver(arrive_from, Message(cmd, self.pe, data))
@@ -160,8 +165,8 @@ class ProcessingElement:
         emit = self._emit
         if emit is not None:
             now = self.env.now
-            emit(Kind.IPCQ_RECV, now, self.pe, message.cmd, message.src_pe, future)
-            emit(Kind.COMPLETE, now, self.pe, cmd, future)
+            emit(_IPCQ_RECV, now, self.pe, message.cmd, message.src_pe, future)
+            emit(_COMPLETE, now, self.pe, cmd, future)
         event.succeed(message.data)
 
 

@@ -6,6 +6,10 @@ from emulator.errors import ScratchOverflowError
 from emulator.recorder import Recorder, emitter
 from emulator.trace.schema import Kind
 
+# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
+_SCRATCH_ALLOC = Kind.SCRATCH_ALLOC
+_SCRATCH_FREE = Kind.SCRATCH_FREE
+
 
 class Scratch:
     """Tracks the bytes of each live buffer on one PE and records every alloc and free."""
@@ -39,7 +43,7 @@ class Scratch:
         if self.in_use > self.peak:
             self.peak = self.in_use
         if self._emit is not None:
-            self._emit(Kind.SCRATCH_ALLOC, self.env.now, self.pe, buffer, nbytes, self.in_use)
+            self._emit(_SCRATCH_ALLOC, self.env.now, self.pe, buffer, nbytes, self.in_use)
 
     def free(self, buffer: int) -> None:
         """Release ``buffer`` (ignored if it is not live)."""
@@ -48,4 +52,4 @@ class Scratch:
             return
         self.in_use -= nbytes
         if self._emit is not None:
-            self._emit(Kind.SCRATCH_FREE, self.env.now, self.pe, buffer, nbytes, self.in_use)
+            self._emit(_SCRATCH_FREE, self.env.now, self.pe, buffer, nbytes, self.in_use)

@@ -12,6 +12,10 @@ from emulator.hardware.composite import CompositeJob, Epilogue
 from emulator.memory import check_shape
 from emulator.trace.schema import Kind, SourceLoc
 
+# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
+_ISSUE = Kind.ISSUE
+_COMPLETE = Kind.COMPLETE
+
 if TYPE_CHECKING:
     from emulator.kernel.tl import TL
 
@@ -74,7 +78,7 @@ def run_composite(
     def issue(op, addr, nbytes, shape, dt, category, engine_op) -> int:
         cmd = launch.next_cmd()
         if emit is not None:
-            emit(Kind.ISSUE, env.now, pe_id, cmd, op, -1, addr, nbytes, shape, dt, False, loc)
+            emit(_ISSUE, env.now, pe_id, cmd, op, -1, addr, nbytes, shape, dt, False, loc)
         launch.log_op(env.now, pe_id, category, engine_op)
         return cmd
 
@@ -86,7 +90,7 @@ def run_composite(
     cmd = launch.next_cmd()
     if emit is not None:
         emit(
-            Kind.ISSUE,
+            _ISSUE,
             env.now,
             pe_id,
             cmd,
@@ -115,7 +119,7 @@ def run_composite(
     )
     tl._block(env.process(job.run()))
     if emit is not None:
-        emit(Kind.COMPLETE, env.now, pe_id, cmd, -1)
+        emit(_COMPLETE, env.now, pe_id, cmd, -1)
 
 
 def _epilogues(items: Sequence[Any]) -> tuple[list[Epilogue], int | None]:

@@ -26,6 +26,9 @@ from emulator.memory import Memory
 from emulator.recorder import MemoryRecorder, NullRecorder, Recorder, TeeRecorder, emitter
 from emulator.trace.schema import Kind, SourceLoc
 
+# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
+_OP_LOG = Kind.OP_LOG
+
 
 class OpRecord(NamedTuple):
     """One op-log entry: a command of a given category and op issued at ``time`` on ``pe``."""
@@ -120,7 +123,7 @@ class Launch:
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (half the cost).
         self.op_log.append(_new_tuple(OpRecord, (time, pe, category, op)))
         if self.emit is not None:
-            self.emit(Kind.OP_LOG, time, pe, category, op)
+            self.emit(_OP_LOG, time, pe, category, op)
 
 
 def run_kernel(

@@ -27,6 +27,12 @@ from emulator.kernel.tensor import Buffer, TensorHandle
 from emulator.memory import check_shape
 from emulator.trace.schema import Kind, SourceLoc
 
+# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
+_ISSUE = Kind.ISSUE
+_WAIT_BEGIN = Kind.WAIT_BEGIN
+_WAIT_END = Kind.WAIT_END
+_HOST_READ = Kind.HOST_READ
+
 if TYPE_CHECKING:
     from emulator.kernel.runner import Launch
 
@@ -100,9 +106,7 @@ class TL:
         cmd, fid = launch.next_cmd(), launch.next_future()
         if self._emit is not None:
             op = "load" if blocking else "load_async"
-            self._emit(
-                Kind.ISSUE, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc
-            )
+            self._emit(_ISSUE, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc)
         launch.log_op(now, pe, "memory", "dma_read")
         buffer = self._alloc(nbytes, loc)
         self._charge_issue()
@@ -125,7 +129,7 @@ class TL:
         cmd, fid = launch.next_cmd(), launch.next_future()
         if self._emit is not None:
             self._emit(
-                Kind.ISSUE,
+                _ISSUE,
                 now,
                 pe,
                 cmd,
@@ -179,14 +183,14 @@ class TL:
             )
         emit, start = self._emit, self._env.now
         if emit is not None:
-            emit(Kind.WAIT_BEGIN, start, self._pe.pe, handle.id, loc)
+            emit(_WAIT_BEGIN, start, self._pe.pe, handle.id, loc)
         if not handle.done:
             self.waiting_on = (handle, loc)
             self._switch(handle.event)
             self.waiting_on = None
         now = self._env.now
         if emit is not None:
-            emit(Kind.WAIT_END, now, self._pe.pe, handle.id, now - start)
+            emit(_WAIT_END, now, self._pe.pe, handle.id, now - start)
         self._launch.stall_cycles += now - start
         handle.waited_at = loc
         self._issued.pop(handle.id, None)
@@ -328,9 +332,7 @@ class TL:
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
         if self._emit is not None:
-            self._emit(
-                Kind.ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc
-            )
+            self._emit(_ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
         launch.log_op(now, pe, "compute", engine_name)
         self._switch(engine.submit(cmd, cycles))
 
@@ -386,7 +388,7 @@ class TL:
         dtype = name_of(data.dtype)
         if self._emit is not None:
             self._emit(
-                Kind.ISSUE,
+                _ISSUE,
                 now,
                 pe,
                 cmd,
@@ -421,7 +423,7 @@ class TL:
         cmd, fid = launch.next_cmd(), launch.next_future()
         if self._emit is not None:
             self._emit(
-                Kind.ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc
+                _ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc
             )
         launch.log_op(now, pe, "comm", "ipcq_recv")
         buffer = self._alloc(nbytes, loc)
@@ -524,7 +526,7 @@ class TL:
             self._computed_read_at = last_cmd
             fid = -1
         if self._emit is not None:
-            self._emit(Kind.HOST_READ, self._env.now, self._pe.pe, fid)
+            self._emit(_HOST_READ, self._env.now, self._pe.pe, fid)
 
     def _recycled(self, x: TensorHandle) -> None:
         raise self._error(

@@ -26,6 +26,9 @@ _SPECS: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {
 }
 
 
+_ISSUE, _OP_LOG = int(Kind.ISSUE), int(Kind.OP_LOG)
+
+
 def _pack_default(obj: Any) -> int:
     """Lets integer-like values (numpy integers) through msgpack as plain ints."""
     try:
@@ -176,13 +179,40 @@ class TraceWriter:
             or not self._open
         ):
             raise self._rejected(kind, time, fields)
-        if spec[2]:
-            fields = self._intern(fields, spec[3], spec[4])
         # The code as a plain int, not the Kind member: a tuple of plain values is
         # dropped from the cyclic collector's watch at its first pass, so thousands of
         # pending events do not make the collector scan the emulator's whole heap.
+        code = spec[0]
+        if not spec[2]:
+            record = (code, time - last, pe, *fields)
+        elif code == _ISSUE:  # the commonest interned kinds, interned inline
+            cmd, op, future, addr, nbytes, shape, dtype, blocking, loc = fields
+            strings = self._strings
+            op_id = strings.get(op)
+            if op_id is None:
+                op_id = self._define_string(op)
+            dtype_id = strings.get(dtype)
+            if dtype_id is None:
+                dtype_id = self._define_string(dtype)
+            loc_id = self._locs.get(loc)
+            if loc_id is None:
+                loc_id = self._define_loc(loc)
+            record = (code, time - last, pe, cmd, op_id, future, addr, nbytes, shape)
+            record += (dtype_id, blocking, loc_id)
+        elif code == _OP_LOG:
+            category, op = fields
+            strings = self._strings
+            category_id = strings.get(category)
+            if category_id is None:
+                category_id = self._define_string(category)
+            op_id = strings.get(op)
+            if op_id is None:
+                op_id = self._define_string(op)
+            record = (code, time - last, pe, category_id, op_id)
+        else:
+            record = (code, time - last, pe, *self._intern(fields, spec[3], spec[4]))
         pending = self._pending
-        pending.append((spec[0], time - last, pe, *fields))
+        pending.append(record)
         self._time = time
         if len(pending) >= self._batch:
             self._pack_pending()
