@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from replay_naive import RUNS, blocking_waits, write_trace
 
-from emulator.trace import TraceFormatError, reader
+from emulator.trace import TraceFormatError, parser
 from emulator.trace.reader import read_trace
 from emulator.trace.schema import FIELDS, Kind
 from kbdebug.replay import Replay
@@ -171,7 +171,7 @@ def test_end_time_and_status_come_from_the_footer(case):
 
 @pytest.mark.parametrize("keep_events", [True, False])
 def test_read_trace_hands_every_record_over_in_chunks(traces, monkeypatch, keep_events):
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 2048)
     path = traces["ring_attention"]
     whole = read_trace(path)
     batches = []
@@ -184,7 +184,7 @@ def test_read_trace_hands_every_record_over_in_chunks(traces, monkeypatch, keep_
 
 @pytest.mark.parametrize("keep_events", [True, False])
 def test_read_trace_names_the_same_bad_event_when_streaming(traces, monkeypatch, keep_events):
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 2048)
     data = bytearray(traces["prefill"].read_bytes())
     data[-3000:-2000] = b"\xc1" * 1000  # never used by msgpack
     with pytest.raises(TraceFormatError) as plain:

@@ -16,7 +16,7 @@ from trace_synth import (
     record_run,
 )
 
-from emulator.trace import TraceFormatError, bulk, reader
+from emulator.trace import TraceFormatError, bulk, parser
 from emulator.trace.reader import EventTables, read_trace, read_trace_tables
 from emulator.trace.schema import Kind, SourceLoc
 from emulator.trace.writer import TraceWriter
@@ -76,8 +76,8 @@ def same_as_read_trace(data: bytes) -> None:
 
 @pytest.fixture(params=[64, 2048, 1 << 16])
 def chunk(request, monkeypatch):
-    monkeypatch.setattr(reader, "CHUNK_BYTES", request.param)
-    monkeypatch.setattr(reader, "BULK_BYTES", request.param)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", request.param)
+    monkeypatch.setattr(parser, "BULK_BYTES", request.param)
     return request.param
 
 
@@ -96,8 +96,8 @@ def test_token_starts_found_by_doubling_are_those_found_in_rounds(monkeypatch):
 
 
 def test_tables_are_handed_over_chunk_by_chunk(monkeypatch):
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 2048)
-    monkeypatch.setattr(reader, "BULK_BYTES", 2048)
+    monkeypatch.setattr(parser, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(parser, "BULK_BYTES", 2048)
     batches = []
     trace = read_trace_tables(DECODE, batches.append)
     assert len(batches) > 5 and trace.events == []
@@ -217,9 +217,9 @@ def test_corrupted_trace_reads_as_read_trace_reads_it(mutations, cut, chunk):
             data[position:position] = bytes([value])
         elif position < len(data):
             del data[position]
-    saved = reader.CHUNK_BYTES, reader.BULK_BYTES
-    reader.CHUNK_BYTES = reader.BULK_BYTES = chunk
+    saved = parser.CHUNK_BYTES, parser.BULK_BYTES
+    parser.CHUNK_BYTES = parser.BULK_BYTES = chunk
     try:
         same_as_read_trace(bytes(data))
     finally:
-        reader.CHUNK_BYTES, reader.BULK_BYTES = saved
+        parser.CHUNK_BYTES, parser.BULK_BYTES = saved
