@@ -71,6 +71,12 @@ def test_run_of_a_missing_python_file_says_so(tmp_path, monkeypatch, capsys):
     assert one_error_line(capsys) == "kbdebug run: nowhere.py: no such file"
 
 
+def test_run_of_a_trace_says_to_open_it(capsys):
+    trace = replay_command.bundled_trace()
+    assert main(["run", str(trace)]) == 2
+    assert one_error_line(capsys).endswith(f"is a trace already: open it with kbdebug {trace}")
+
+
 def test_a_misspelt_scenario_gets_the_closest_name(capsys):
     assert main(["run", "decode_prefech"]) == 2
     assert "did you mean decode_prefetch?" in one_error_line(capsys)

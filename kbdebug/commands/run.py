@@ -398,6 +398,8 @@ def _unknown_scenario(spec: str) -> str:
     if spec.endswith(".py") or path.is_file():
         if not path.is_file():
             return f"{path}: no such file"
+        if _is_trace(path):
+            return f"{path} is a trace already: open it with kbdebug {path}"
         return f"{path}: which function builds the Scenario? {run_hint(path)}"
     close = difflib.get_close_matches(spec, SCENARIOS, n=1)
     guess = f"did you mean {close[0]}? " if close else ""
