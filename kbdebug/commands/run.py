@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         if hw:
             config = config.replace(**hw)
     except ConfigError as e:
-        raise UserError(f"{e} (kbdebug hw lists the hardware fields)") from None
+        hint = " (kbdebug hw lists them)" if "unknown hardware field" in str(e) else ""
+        raise UserError(f"{e}{hint}") from None
     if "config" in scenario_params:
         params["config"] = config
 
