@@ -129,6 +129,10 @@ class FuturesTable(RowView):
             axis=1,
         )
         self._times = np.where(self._events >= 0, time[np.maximum(self._events, 0)], -1)
+        #: Per future: every event index its row compares with the position.
+        self._lifecycle = np.concatenate(
+            [self._events, np.stack([f.issue, f.request, f.grant, f.complete], axis=1)], axis=1
+        )
         self._lines = _line_cells(replay)
         #: Row -> future, and future -> row, in the current sort.
         self.order = np.arange(len(f.cmd), dtype=np.int64)
@@ -205,8 +209,14 @@ class FuturesTable(RowView):
     def on_blur(self) -> None:
         self._retitle(focused=False)
 
-    def watch_position(self) -> None:
-        self.refresh()
+    def watch_position(self, old: int, new: int) -> None:
+        # A row changes only when the cursor crosses one of its events: most moves
+        # cross none of the rows on screen, and repainting them would cost a frame.
+        rows = self.order[self.top : self.top + self.page_rows]
+        events = self._lifecycle[rows]
+        lo, hi = min(old, new), max(old, new)
+        if ((events >= lo) & (events < hi)).any():
+            self.refresh()
 
     def watch_selected_future(self, future: int) -> None:
         if 0 <= future < len(self.rank):

@@ -67,20 +67,20 @@ class Place:
     """Where the cursor was in the old trace, to find again in the new one."""
 
     position: int
-    n_events: int
     time: int
 
     @classmethod
     def of(cls, replay: Replay) -> Place:
-        return cls(replay.position, replay.n_events, int(replay.time))
+        return cls(replay.position, int(replay.time))
 
     def position_in(self, replay: Replay) -> tuple[int, str]:
         """The position to show in ``replay``, and how it was found: the same event when
-        the trace has as many events (the same run, or an edit that moved nothing), else
-        the same cycle."""
+        the new trace has it at the same cycle (the same run, or an edit that moved
+        nothing before it), else the last event at or before the same cycle."""
         if self.position == 0:
             return 0, "at the start"
-        if replay.n_events == self.n_events:
-            return self.position, f"at the same event (#{self.position - 1})"
+        times = replay.index.columns.time
+        if self.position <= replay.n_events and int(times[self.position - 1]) == self.time:
+            return self.position, f"at the same event (#{self.position - 1}, cycle {self.time:,})"
         replay.seek_time(self.time)
         return replay.position, f"at the same cycle ({self.time:,})"

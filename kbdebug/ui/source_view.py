@@ -80,6 +80,8 @@ class SourceView(RowView):
         self._lines: dict[str, list[Text]] = {}
         self._segments: dict[tuple[str, int], list[Segment]] = {}
         self.set_reactive(SourceView.file, next(iter(replay.index.sources), ""))
+        #: The focused PE's line when the view last followed it.
+        self._shown_line: tuple[str, int] | None = None
 
     # --- what is shown -------------------------------------------------------------------
 
@@ -134,10 +136,16 @@ class SourceView(RowView):
         self.show_row(self.cursor)
 
     def watch_position(self) -> None:
-        self.follow()
-        self.refresh()
+        # Most moves stay on the same line: repaint only when the focused PE's line
+        # changed (the gutter's stalls and marks do not depend on the position).
+        here = self.current_line
+        if here != self._shown_line:
+            self._shown_line = here
+            self.follow()
+            self.refresh()
 
     def watch_focused_pe(self) -> None:
+        self._shown_line = self.current_line
         self.follow()
         self.refresh()
 
