@@ -235,6 +235,8 @@ MIN_EVENT_BYTES = wire.MIN_EVENT_BYTES
 # they grow by half. Room never written is virtual memory, but a 2 GB file must not
 # reserve 40 GB of it before its first record is read.
 MAX_PRESIZED_EVENTS = 1 << 25
+# Groups (PEs, channels, op log entries) split out one pass each, rather than by sorting.
+FEW_GROUPS = 32
 
 
 class IndexBuilder:
@@ -352,7 +354,12 @@ def _first_at(
     """
     out = np.full(size, NONE, dtype=np.int64)
     ok = (keys >= 0) & (keys < size)
-    keys, values = keys[ok], values[ok]
+    if not ok.all():
+        keys, values = keys[ok], values[ok]
+    # Keys are almost always unique: counting them is linear, sorting them is not.
+    if not len(keys) or np.bincount(keys, minlength=size).max() <= 1:
+        out[keys] = values
+        return out
     unique, first = np.unique(keys, return_index=True)
     if once is not None and len(unique) < len(keys):
         repeats = np.ones(len(keys), dtype=bool)
@@ -476,13 +483,13 @@ def _commands(c: Columns, issues: np.ndarray, source: str = "<trace>") -> Comman
     where = issues[:, 0]
     cmd = c.cmd[where]
     _first_at(size, cmd, where, "ISSUE of command", source)  # refuses a command issued twice
-    first = np.unique(np.where((cmd >= 0) & (cmd < size), cmd, size), return_index=True)
+    # So each command in range has one ISSUE.
+    keep = np.flatnonzero((cmd >= 0) & (cmd < size))
+    keys = cmd[keep]
 
     def by_cmd(values: np.ndarray) -> np.ndarray:
         out = np.full(size, NONE, dtype=np.int64)
-        keys, at = first
-        keep = keys < size
-        out[keys[keep]] = values[at[keep]]
+        out[keys] = values[keep]
         return out
 
     request = _events_by(c, Kind.CHAN_REQUEST, c.cmd, size, "command", source)
@@ -558,6 +565,9 @@ def _futures(c: Columns, k: Commands, source: str = "<trace>") -> Futures:
 
 def _split_by(keys: np.ndarray, events: np.ndarray, n_groups: int) -> list[np.ndarray]:
     """``events`` (sorted) split into one sorted array per key 0..n_groups-1."""
+    if n_groups <= FEW_GROUPS:
+        # A pass per group costs less than a stable sort of them all.
+        return [events[keys == g] for g in range(n_groups)]
     order = np.argsort(keys, kind="stable")
     bounds = np.searchsorted(keys[order], np.arange(n_groups + 1))
     grouped = events[order]
@@ -612,7 +622,13 @@ def _per_entity(index: TraceIndex) -> None:
     if len(ops):
         radix = len(index.strings) + 1
         keys = c.aux[ops].astype(np.int64) * radix + c.op[ops]
-        unique, group = np.unique(keys, return_inverse=True)
+        # Counting needs room for every key a trace's strings allow: few, but bounded.
+        counts = np.bincount(keys) if radix * radix <= 1 << 20 else keys
+        if counts is not keys and np.count_nonzero(counts) <= FEW_GROUPS:
+            unique = np.flatnonzero(counts)
+            group = np.searchsorted(unique, keys)
+        else:
+            unique, group = np.unique(keys, return_inverse=True)
         for g, events in enumerate(_split_by(group, ops, len(unique))):
             category, op = divmod(int(unique[g]), radix)
             index.op_log_events[(category, op)] = events
