@@ -39,6 +39,21 @@ if TYPE_CHECKING:
 _F32 = np.dtype(np.float32)
 
 
+#: Handles whose wait gives a tensor in a scratch buffer.
+_BUFFERED = (LoadFuture, RecvFuture)
+
+
+def _checked_shape(shape: Any) -> tuple[int, ...]:
+    """memory.check_shape, without its generator expressions for the common case (a
+    tuple of non-negative ints: each load and fill passes one)."""
+    if type(shape) is tuple:
+        for dim in shape:
+            if type(dim) is not int or dim < 0:
+                return check_shape(shape)
+        return shape
+    return check_shape(shape)
+
+
 class TL:
     """The tl API of one program instance, running on one PE in its own greenlet."""
 
@@ -96,7 +111,7 @@ class TL:
     def _load(self, ptr, shape, dtype, loc, *, blocking: bool) -> LoadFuture:
         try:
             np_dtype = to_numpy(dtype)
-            shape = check_shape(shape)
+            shape = _checked_shape(shape)
             nbytes = math.prod(shape) * np_dtype.itemsize
             self._launch.memory.check(ptr, nbytes)
         except EmulatorError as e:
@@ -194,7 +209,7 @@ class TL:
         self._launch.stall_cycles += now - start
         handle.waited_at = loc
         self._issued.pop(handle.id, None)
-        if isinstance(handle, LoadFuture | RecvFuture):
+        if isinstance(handle, _BUFFERED):
             data = handle.event.value
             if isinstance(handle, RecvFuture):
                 self._check_received(handle, data, loc)
@@ -265,7 +280,7 @@ class TL:
     def _fill(self, op: str, shape: tuple[int, ...], value: float, dtype: str) -> TensorHandle:
         loc = self._caller() if self._emit is not None else None
         try:
-            out = np.full(check_shape(shape), value, dtype=to_numpy(dtype))
+            out = np.full(_checked_shape(shape), value, dtype=to_numpy(dtype))
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
@@ -414,7 +429,7 @@ class TL:
         self._check_direction(direction, loc)
         try:
             np_dtype = to_numpy(dtype)
-            shape = check_shape(shape)
+            shape = _checked_shape(shape)
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
         nbytes = math.prod(shape) * np_dtype.itemsize
