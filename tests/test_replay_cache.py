@@ -263,3 +263,30 @@ def test_a_cache_of_another_kbdebug_version_is_not_used(cache, trace, monkeypatc
         no_reading(patch)
         with pytest.raises(AssertionError, match="the trace was read"):
             Replay.open(trace)
+
+
+def test_past_the_budget_the_least_recently_used_index_files_go(cache, tmp_path, monkeypatch):
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"run{i}.kbt"
+        path.write_bytes(SMALL)
+        Replay.open(path)
+        paths.append(path)
+    sizes = [f.stat().st_size for f in index_files(cache)]
+    assert len(sizes) == 3
+    Replay.open(paths[0])  # used again: now the most recent
+    monkeypatch.setenv("KBDEBUG_CACHE_MAX_MB", "0")
+    fourth = tmp_path / "run3.kbt"
+    fourth.write_bytes(LARGER)
+    Replay.open(fourth)
+    # Only the index just written is left; with room for two, the one used again stays.
+    assert [f.name for f in index_files(cache)] == [index_cache._file_name(*key_of(fourth))]
+    room = index_files(cache)[0].stat().st_size + max(sizes) + 4096  # the fourth and one more
+    monkeypatch.setattr(index_cache, "budget", lambda: room)
+    for path in paths:
+        Replay.open(path)
+    Replay.open(paths[0])
+    Replay.open(fourth)
+    kept = {f.name for f in index_files(cache)}
+    assert index_cache._file_name(*key_of(fourth)) in kept and len(kept) == 2
+    assert index_cache._file_name(*key_of(paths[0])) in kept

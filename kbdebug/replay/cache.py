@@ -2,7 +2,9 @@
 
 One file per trace in the cache directory (``$KBDEBUG_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/kbdebug``, else ``~/.cache/kbdebug``; an empty
-``KBDEBUG_CACHE_DIR`` or ``KBDEBUG_NO_CACHE=1`` turns the cache off). Its name
+``KBDEBUG_CACHE_DIR`` or ``KBDEBUG_NO_CACHE=1`` turns the cache off; past
+``KBDEBUG_CACHE_MAX_MB``, 4 GB by default, the least recently used files are
+removed). Its name
 and its contents carry the trace's key: device, inode, size and mtime of the
 file, a hash of its first and last bytes, and the versions of the cache format,
 of kbdebug and of the trace format. A trace that changed, grew or was replaced
@@ -27,6 +29,7 @@ import mmap
 import os
 import struct
 import tempfile
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,12 @@ EDGE_BYTES = 1 << 16
 MAX_META_BYTES = 1 << 30
 # Bytes read at a time to check the arrays' checksum (without mapping them all in).
 CHECK_BYTES = 1 << 22
+#: Bytes of index files kept in the directory (``$KBDEBUG_CACHE_MAX_MB`` overrides):
+#: past it, the least recently used go first, so traces opened once and deleted (a
+#: sweep's) do not fill the disk.
+DEFAULT_BUDGET = 4 << 30
+# A temporary file this old was left by a write that never finished.
+STALE_TEMP_SECONDS = 3600
 
 
 def cache_dir() -> Path | None:
@@ -199,7 +208,43 @@ def save(index: TraceIndex, directory: Path, key: str, prefix: str) -> Path | No
         if old != target:
             with contextlib.suppress(OSError):
                 old.unlink()
+    prune(directory, keep=target)
     return target
+
+
+def budget() -> int:
+    """The most bytes of index files to keep (see DEFAULT_BUDGET)."""
+    try:
+        return max(0, int(os.environ["KBDEBUG_CACHE_MAX_MB"])) << 20
+    except (KeyError, ValueError):
+        return DEFAULT_BUDGET
+
+
+def prune(directory: Path, keep: Path | None = None) -> None:
+    """Remove the least recently used index files past the budget (never ``keep``), and
+    temporary files of writes that never finished."""
+    files = []
+    now = time.time()
+    for entry in directory.iterdir():
+        try:
+            info = entry.stat()
+        except OSError:
+            continue
+        if entry.name.startswith(".tmp-") and now - info.st_mtime > STALE_TEMP_SECONDS:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+        elif entry.suffix == ".kbi" and entry != keep:
+            files.append((info.st_mtime, info.st_size, entry))
+    total = sum(size for _, size, _ in files)
+    if keep is not None:
+        with contextlib.suppress(OSError):
+            total += keep.stat().st_size
+    for _, size, entry in sorted(files, key=lambda f: f[0]):
+        if total <= budget():
+            break
+        with contextlib.suppress(OSError):
+            entry.unlink()
+            total -= size
 
 
 def _write(out: Any, index: TraceIndex, key: str) -> None:
@@ -247,7 +292,10 @@ def load(directory: Path, key: str, prefix: str) -> TraceIndex | None:
     except OSError:
         return None
     try:
-        return _load(fd, key)
+        index = _load(fd, key)
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: pruned last
+        return index
     except (_Foreign, ValueError, TypeError, KeyError, OSError, msgpack.UnpackException) as e:
         log.debug("index cache %s ignored: %s", path, e)
         return None
