@@ -13,7 +13,7 @@ from emulator.trace.schema import SourceLoc
 #: Files whose frames are the emulator's own (a tl call's location is the caller outside them).
 _INTERNAL = {
     str(Path(__file__).resolve().parent / name)
-    for name in ("tl.py", "tensor.py", "futures.py", "runner.py", "source.py")
+    for name in ("tl.py", "tensor.py", "futures.py", "runner.py", "source.py", "scope.py")
 }
 #: The project root: paths inside it are stored relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

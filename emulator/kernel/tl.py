@@ -23,6 +23,7 @@ from emulator.hardware.mesh import DIRECTIONS
 from emulator.hardware.pe import ProcessingElement
 from emulator.kernel.composite import run_composite
 from emulator.kernel.futures import CompletionHandle, LoadFuture, RecvFuture, Waitable
+from emulator.kernel.scope import Scope
 from emulator.kernel.tensor import Buffer, TensorHandle
 from emulator.memory import check_shape
 from emulator.trace.schema import Kind, SourceLoc
@@ -464,26 +465,14 @@ class TL:
 
     # --- scratch ------------------------------------------------------------------------
 
-    def scope(self) -> _Scope:
+    def scope(self) -> Scope:
         """Recycle, on exit, the scratch buffers allocated inside.
 
         A buffer whose load or receive has not been waited yet is kept: the
         scope that waits on it adopts it (ADR-0063: in-flight prefetch buffers
         are never recycled).
         """
-        return _Scope(self)
-
-    def _close_scope(self, frame: list[Buffer]) -> None:
-        self._scopes.pop()
-        if not self.closed:
-            for buffer in frame:
-                if buffer.freed:
-                    continue
-                future = buffer.future
-                if future is not None and future.waited_at is None:
-                    buffer.orphan = True
-                else:
-                    self._free(buffer)
+        return Scope(self)
 
     def free(self, x: TensorHandle | LoadFuture | RecvFuture) -> None:
         """Recycle the scratch buffer of ``x`` now (InFlightRecycleError if not yet waited)."""
@@ -602,22 +591,3 @@ class TL:
         for frame in (*self._scopes, self._top):
             for buffer in frame:
                 self._free(buffer)
-
-
-class _Scope:
-    """What ``tl.scope()`` returns: a class rather than a generator-based context
-    manager, which costs several times more and is entered once per tile."""
-
-    __slots__ = ("_tl", "_frame")
-
-    def __init__(self, tl: TL):
-        self._tl = tl
-        #: The buffers allocated inside, once entered.
-        self._frame: list[Buffer] = []
-
-    def __enter__(self) -> None:
-        self._frame = []
-        self._tl._scopes.append(self._frame)
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._tl._close_scope(self._frame)
