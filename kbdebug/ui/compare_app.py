@@ -21,9 +21,9 @@ from kbdebug.ui.breakpoint_dialog import BreakpointDialog
 from kbdebug.ui.compare_findings import FindingGroupsView, RunFindingChosen
 from kbdebug.ui.compare_futures import FuturePair
 from kbdebug.ui.compare_header import CompareHeader
+from kbdebug.ui.compare_help import CompareHelp
 from kbdebug.ui.compare_source import CompareSource
 from kbdebug.ui.compare_timeline import RunCycleClicked, SharedTimeline
-from kbdebug.ui.help_screen import HelpScreen
 from kbdebug.ui.lanes import build_timeline
 from kbdebug.ui.messages import LineChosen
 
@@ -429,7 +429,7 @@ class CompareApp(App[int]):
     def action_help(self) -> None:
         keys = [(self.get_key_display(Binding(k.split(",")[0], a)), t) for k, a, _, t, _ in KEYS]
         keys.append(("tab", "Move the keyboard focus between panes (arrows scroll, Enter acts)"))
-        self.push_screen(HelpScreen(keys))
+        self.push_screen(CompareHelp(keys))
 
     # --- breakpoints (in the focused run) -------------------------------------------------
 
