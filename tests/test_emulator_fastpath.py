@@ -217,3 +217,41 @@ def test_helper_called_from_two_lines_records_each_calling_line():
         ("exp", helper_line, first + 3),
         ("store", first + 4, None),
     ]
+
+
+def _two_computes(tl):
+    tl.exp(tl.zeros((64,), "f32"))
+
+
+def test_every_program_issues_its_first_command_before_the_clock_moves():
+    config = HardwareConfig(mesh_cols=2)
+    result = run_kernel(_two_computes, (), (2,), Memory(1 << 12), config, keep_events=True)
+    times = [e[1] for e in result.events]
+    assert times == sorted(times)
+    first_issues = [(e[2], e[1]) for e in result.events if e[0] == Kind.ISSUE][:2]
+    assert first_issues == [(0, 0), (1, 0)]
+    assert result.pe_end_times == {0: 2, 1: 2}
+
+
+def test_kernel_that_runs_alone_keeps_its_exact_log():
+    """Compute commands with nothing else due are processed without a driver switch:
+    the log is still request, grant, release, complete at the engine's cycles."""
+    result = run_kernel(
+        _two_computes, (), (1,), Memory(1 << 12), HardwareConfig(), keep_events=True
+    )
+    log = [(e[0].name, e[1]) for e in result.events if e[0] != Kind.KERNEL_START]
+    assert log == [
+        ("ISSUE", 0),
+        ("OP_LOG", 0),
+        ("CHAN_REQUEST", 0),
+        ("CHAN_GRANT", 0),
+        ("CHAN_RELEASE", 1),
+        ("COMPLETE", 1),
+        ("ISSUE", 1),
+        ("OP_LOG", 1),
+        ("CHAN_REQUEST", 1),
+        ("CHAN_GRANT", 1),
+        ("CHAN_RELEASE", 2),
+        ("COMPLETE", 2),
+        ("KERNEL_END", 2),
+    ]

@@ -100,6 +100,8 @@ class Launch:
         self.locations = LocationCache(recorder.add_source)
         self.mesh = Mesh(self.env, recorder, config, memory)
         self.op_log: list[OpRecord] = []
+        #: Set once every program has started and the SimPy loop runs.
+        self.running = False
         self.stall_cycles = 0
         self._cmds = itertools.count()
         #: The last command id handed out (-1 before the first).
@@ -339,6 +341,7 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
             rec.emit(Kind.KERNEL_START, 0, linear, name, kernel_loc)
         for program in programs:
             program.wake(_Start(program.tl))
+        launch.running = True
         env.run()
         blocked = [p for p in programs if not p.ended]
         if blocked:

@@ -144,20 +144,8 @@ class TL:
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
         if self._emit is not None:
-            self._emit(
-                _ISSUE,
-                now,
-                pe,
-                cmd,
-                "store",
-                fid,
-                int(ptr),
-                data.nbytes,
-                data.shape,
-                dtype,
-                False,
-                loc,
-            )
+            nbytes, shape, addr = data.nbytes, data.shape, int(ptr)
+            self._emit(_ISSUE, now, pe, cmd, "store", fid, addr, nbytes, shape, dtype, False, loc)
         launch.log_op(now, pe, "memory", "dma_write")
         self._charge_issue()
         event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
@@ -307,7 +295,7 @@ class TL:
         loc = self._caller() if self._emit is not None else None
         a, b = self._operand(x, loc), self._operand(y, loc)
         try:
-            out = np.asarray(fn(a, b))
+            out = fn(a, b)
         except ValueError:
             raise self._error(
                 ShapeError,
@@ -315,6 +303,8 @@ class TL:
                 f"which do not broadcast",
                 loc,
             ) from None
+        if type(out) is not np.ndarray:  # numbers on both sides give a numpy scalar
+            out = np.asarray(out)
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
         return TensorHandle(self, out)
 
@@ -350,7 +340,12 @@ class TL:
         if self._emit is not None:
             self._emit(_ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
         launch.log_op(now, pe, "compute", engine_name)
-        self._switch(engine.submit(cmd, cycles))
+        next_time = self._env.peek()
+        if engine.busy or engine.queue:
+            self._switch(engine.submit(cmd, cycles))
+        else:  # the engine's hold starts now, and its end is the completion
+            done = engine.submit(cmd, cycles)
+            self._block_until(done, engine.busy_until, next_time)
 
     def composite(
         self,
@@ -403,20 +398,8 @@ class TL:
         cmd, fid = launch.next_cmd(), launch.next_future()
         dtype = name_of(data.dtype)
         if self._emit is not None:
-            self._emit(
-                _ISSUE,
-                now,
-                pe,
-                cmd,
-                "send",
-                fid,
-                -1,
-                data.nbytes,
-                data.shape,
-                dtype,
-                False,
-                loc,
-            )
+            nbytes, shape = data.nbytes, data.shape
+            self._emit(_ISSUE, now, pe, cmd, "send", fid, -1, nbytes, shape, dtype, False, loc)
         launch.log_op(now, pe, "comm", "ipcq_send")
         self._charge_issue()
         event = self._pe.send(cmd, fid, direction, data)
@@ -545,7 +528,24 @@ class TL:
     def _charge_issue(self) -> None:
         cycles = self._launch.config.issue_cycles
         if cycles:
-            self._block(self._env.timeout(cycles))
+            env = self._env
+            next_time = env.peek()
+            self._block_until(env.timeout(cycles), env.now + cycles, next_time)
+
+    def _block_until(self, event: simpy.Event, due: int, next_time: float) -> None:
+        """Suspend the kernel until ``event``, scheduled to fire at cycle ``due``, fires;
+        ``next_time`` is ``env.peek()`` from before it was scheduled.
+
+        When nothing else is due by then and every program has started, ``event`` is
+        the next one the SimPy loop would process, and the kernel would be resumed
+        right after its callbacks: the kernel processes it itself (``env.step()``),
+        which saves two greenlet switches. Either way nothing runs in between: a
+        kernel runs inside the callback that resumed it, the last of its event's
+        (nothing but the kernel waits on what a kernel waits on)."""
+        if next_time > due and self._launch.running:
+            self._env.step()
+        else:
+            self._switch(event)
 
     def _block(self, event: simpy.Event) -> Any:
         """Suspend the kernel until ``event`` fires; returns its value."""
