@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
@@ -56,10 +57,10 @@ class EventsView(RowView):
     EventsView > .events-view--future { text-style: underline; }
     """
 
-    position = reactive(0)
+    position = reactive(0, repaint=False)
     """Events applied: the current event is ``position - 1``."""
 
-    selected_future = reactive(-1)
+    selected_future = reactive(-1, repaint=False)
     """Events about this future are underlined."""
 
     def __init__(self, replay: Replay, *, id: str | None = None) -> None:
@@ -70,16 +71,20 @@ class EventsView(RowView):
     def row_count(self) -> int:
         return self.replay.n_events
 
-    def watch_position(self, position: int) -> None:
+    def watch_position(self, old: int, position: int) -> None:
+        # The rows of the old and the new current event (▶); a scroll repaints them all.
         self.cursor = position - 1
         self.show_row(self.cursor, center=not self.top <= self.cursor < self.top + self.page_rows)
-        self.refresh()
+        self.refresh_rows(old - 1, position - 1)
 
-    def watch_selected_future(self) -> None:
-        self.refresh()
+    def watch_selected_future(self, old: int, new: int) -> None:
+        # Only the rows about the old or the new future change (their underline).
+        futures = self.replay.index.columns.fut[self.top : self.top + self.page_rows]
+        rows = np.flatnonzero((futures == old) | (futures == new)) + self.top
+        self.refresh_rows(*rows.tolist())
 
     def on_mount(self) -> None:
-        self.call_after_refresh(self.watch_position, self.position)
+        self.call_after_refresh(self.watch_position, self.position, self.position)
 
     def chosen(self, row: int) -> None:
         self.post_message(SeekRequested(row))

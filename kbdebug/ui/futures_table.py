@@ -95,10 +95,10 @@ class FuturesTable(RowView):
 
     HAS_HEADER = True
 
-    position = reactive(0)
+    position = reactive(0, repaint=False)
     """Events applied: phases and dimming are relative to it."""
 
-    selected_future = reactive(-1)
+    selected_future = reactive(-1, repaint=False)
     """The future highlighted here and on the timeline."""
 
     sort = reactive("id")
@@ -215,14 +215,16 @@ class FuturesTable(RowView):
         rows = self.order[self.top : self.top + self.page_rows]
         events = self._lifecycle[rows]
         lo, hi = min(old, new), max(old, new)
-        if ((events >= lo) & (events < hi)).any():
-            self.refresh()
+        crossed = np.flatnonzero(((events >= lo) & (events < hi)).any(axis=1))
+        self.refresh_rows(*(self.top + crossed).tolist())
 
-    def watch_selected_future(self, future: int) -> None:
+    def watch_selected_future(self, old: int, future: int) -> None:
+        if 0 <= old < len(self.rank):
+            self.refresh_rows(int(self.rank[old]))
         if 0 <= future < len(self.rank):
             self.cursor = int(self.rank[future])
             self.show_row(self.cursor)
-        self.refresh()
+            self.refresh_rows(self.cursor)
 
     def moved(self, row: int) -> None:
         self.post_message(FutureChosen(self.future_at(row)))

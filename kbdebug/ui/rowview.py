@@ -10,6 +10,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
@@ -62,8 +63,8 @@ class RowView(Widget, can_focus=True):
     top = reactive(0)
     """The first row on screen."""
 
-    cursor = reactive(0)
-    """The highlighted row: Enter acts on it."""
+    cursor = reactive(0, repaint=False)
+    """The highlighted row: Enter acts on it (moving it repaints the two rows concerned)."""
 
     #: Whether the first screen line is a column header that does not scroll.
     HAS_HEADER = False
@@ -100,6 +101,19 @@ class RowView(Widget, can_focus=True):
 
     def validate_cursor(self, cursor: int) -> int:
         return max(0, min(int(cursor), self.row_count() - 1))
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh_rows(old, new)
+
+    def refresh_rows(self, *rows: int) -> None:
+        """Repaint only ``rows`` (those on screen): a move that changes two rows of a
+        list need not cost a frame of the whole list."""
+        width = self.size.width
+        header = 1 if self.HAS_HEADER else 0
+        for row in set(rows):
+            y = row - self.top + header
+            if header <= y < self.size.height:
+                self.refresh(Region(0, y, width, 1))
 
     def show_row(self, row: int, center: bool = False) -> None:
         """Scroll so ``row`` is on screen (in the middle when ``center`` or when far off)."""

@@ -56,7 +56,7 @@ class SourceView(RowView):
     }
     """
 
-    position = reactive(0)
+    position = reactive(0, repaint=False)
     """Events applied: the focused PE's current line is its latest tl call."""
 
     focused_pe = reactive(0)
@@ -138,11 +138,14 @@ class SourceView(RowView):
     def watch_position(self) -> None:
         # Most moves stay on the same line: repaint only when the focused PE's line
         # changed (the gutter's stalls and marks do not depend on the position).
-        here = self.current_line
-        if here != self._shown_line:
+        here, before = self.current_line, self._shown_line
+        if here != before:
             self._shown_line = here
             self.follow()
-            self.refresh()
+            # The ▶ moves from one line to another (a new file repaints everything).
+            for line in (before, here):
+                if line is not None and line[0] == self.file:
+                    self.refresh_rows(line[1] - 1)
 
     def watch_focused_pe(self) -> None:
         self._shown_line = self.current_line
