@@ -4,11 +4,13 @@ Enter on a finding, the narrow layout, and trace strings shown as text."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
 import pytest
 from test_compare import KERNELS, edited_runs, line_of  # noqa: F401 - a shared fixture
+from textual.worker import WorkerCancelled
 
 from kbdebug.replay import Replay
 from kbdebug.ui.compare_app import CompareApp
@@ -141,3 +143,25 @@ async def test_trace_names_are_text_not_markup(tmp_path):
         header = app.query_one(CompareHeader).render().plain
         assert "[bold red]x[-].kbt" in header
         assert "[bold red]x[-].kbt" in str(app.timeline("a").border_title)
+
+
+async def test_paths_are_opened_in_a_worker_then_compared(edited_runs):  # noqa: F811
+    app = CompareApp(*edited_runs)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("n")  # refused while loading: nothing to move yet
+        await ready(pilot)
+        await ready(pilot)
+        assert app.comparison is not None and app.timeline("b").display
+        await pilot.press("n", "n")
+        assert app.replays["a"].position > 0
+
+
+async def test_a_trace_that_fails_to_open_ends_the_app_with_one_line(tmp_path):
+    bad = tmp_path / "bad.kbt"
+    bad.write_bytes(b"\x93garbage that is no trace")
+    app = CompareApp(str(TRACES / "flawed_prefetch.kbt"), str(bad))
+    async with app.run_test(size=(80, 24)) as pilot:
+        with contextlib.suppress(WorkerCancelled):  # the app exits as the worker ends
+            await ready(pilot)
+    assert app.load_error is not None and "\n" not in app.load_error
+    assert app.return_code == 2

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from emulator.trace.errors import TraceFormatError
-from kbdebug.commands.replay import _os_error, check_header
+from kbdebug.commands.replay import OPEN_BEFORE_SCREEN_BYTES, _os_error, check_header
 from kbdebug.errors import UserError
 from kbdebug.safe_text import escape
 
@@ -28,7 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def open_run(path_text: str):
-    """Check and open one trace for the app; UserError (one line naming it) if it is no trace."""
+    """Check one trace's header (UserError, one line naming it, if it is no trace); return
+    it opened when it is small, else its path (the app opens it with a progress bar)."""
     from kbdebug.replay import Replay
 
     path = Path(path_text)
@@ -40,6 +42,8 @@ def open_run(path_text: str):
         # Its message quotes the path, which may hold control characters.
         raise UserError(escape(str(e), 1024)) from None
     try:
+        if os.path.getsize(path) > OPEN_BEFORE_SCREEN_BYTES:
+            return str(path)
         return Replay.open(path)
     except TraceFormatError as e:
         raise UserError(escape(" ".join(str(e).split()), 1024)) from None
@@ -51,5 +55,8 @@ def run(args: argparse.Namespace) -> int:
     a, b = open_run(args.a), open_run(args.b)
     from kbdebug.ui.compare_app import CompareApp
 
-    CompareApp(a, b).run()
+    app = CompareApp(a, b)
+    app.run()
+    if app.load_error is not None:
+        raise UserError(escape(app.load_error, 1024))
     return 0

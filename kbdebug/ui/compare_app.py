@@ -12,6 +12,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Footer
+from textual.worker import get_current_worker
 
 from kbdebug.analysis.compare import Change, Comparison, FindingGroups
 from kbdebug.replay import Replay, SourceLine, StalledWait
@@ -25,7 +26,8 @@ from kbdebug.ui.compare_help import CompareHelp
 from kbdebug.ui.compare_source import CompareSource
 from kbdebug.ui.compare_timeline import RunCycleClicked, SharedTimeline
 from kbdebug.ui.lanes import build_timeline
-from kbdebug.ui.messages import LineChosen
+from kbdebug.ui.loading import LoadingPanel
+from kbdebug.ui.messages import LineChosen, LoadProgressed, TraceLoadFailed
 
 #: Below this width only the focused run's lanes are shown (x flips to the other run).
 NARROW_COLUMNS = 120
@@ -115,6 +117,14 @@ Screen.-narrow FindingGroupsView { height: 4; }
 
 
 @dataclass
+class RunsLoaded(Message):
+    """Both traces are open."""
+
+    a: Replay
+    b: Replay
+
+
+@dataclass
 class ComparisonComputed(Message):
     """Both runs' findings, bounds and the diff are ready (or ``error`` says why not)."""
 
@@ -161,10 +171,20 @@ class CompareApp(App[int]):
     breakpoint_generation = var(0, init=False)
     """Bumped whenever breakpoints change, so the source marks are redrawn."""
 
-    def __init__(self, a: Replay, b: Replay) -> None:
+    def __init__(self, a: Replay | str, b: Replay | str) -> None:
+        """Compare ``a`` and ``b``: open replays, or paths opened in a worker first (with
+        a progress bar: two million-event traces take seconds the first time)."""
         super().__init__()
-        self.comparison = Comparison(a, b)
-        self.replays = {"a": a, "b": b}
+        #: The trace paths, as given.
+        self.paths = {
+            run: r if isinstance(r, str) else (r.path or "trace") for run, r in (("a", a), ("b", b))
+        }
+        self.replays: dict[str, Replay] = {}
+        self.comparison: Comparison | None = None
+        if isinstance(a, Replay) and isinstance(b, Replay):
+            self._set_runs(a, b)
+        #: Why a trace could not be opened (the app then exits with status 2).
+        self.load_error: str | None = None
         #: "zero": both timelines start at cycle 0; "call": the linked cursors line up.
         self.align = "zero"
         #: Whether the other run is at the focused run's call (False: it has no such call).
@@ -172,9 +192,21 @@ class CompareApp(App[int]):
         self.stalled_waits = {"a": StalledWait(min_stall=1), "b": StalledWait(min_stall=1)}
         self.groups: FindingGroups | None = None
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Until both traces are open only quitting and the help work.
+        return self.comparison is not None or action in ("quit", "help")
+
+    def _set_runs(self, a: Replay, b: Replay) -> None:
+        self.replays = {"a": a, "b": b}
+        self.comparison = Comparison(a, b)
+
     # --- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        if self.comparison is None:
+            yield LoadingPanel(f"{self.paths['a']} and {self.paths['b']}", id="loading")
+            yield Footer(compact=True, show_command_palette=False)
+            return
         a, b = self.replays["a"], self.replays["b"]
         yield CompareHeader(a, b, id="header").data_bind(
             CompareApp.position_a,
@@ -212,6 +244,12 @@ class CompareApp(App[int]):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        if self.comparison is None:
+            self.load()
+        else:
+            self._opened()
+
+    def _opened(self) -> None:
         self._layout_classes()
         self.position_a = self.replays["a"].position
         self.position_b = self.replays["b"].position
@@ -223,11 +261,50 @@ class CompareApp(App[int]):
         self.query_one(CompareSource).focus()
         self.call_after_refresh(self.sync_views)
 
+    @work(thread=True, exclusive=True, group="load")
+    def load(self) -> None:
+        """Read and index both traces, posting progress; then RunsLoaded or TraceLoadFailed."""
+        worker = get_current_worker()
+        opened = []
+        for k, run in enumerate(("a", "b")):
+            path = self.paths[run]
+
+            def progress(fraction: float, k: int = k, name: str = run.upper()) -> None:
+                if worker.is_cancelled:
+                    raise InterruptedError("loading cancelled")
+                stage = "reading" if fraction < 0.7 else "indexing"
+                self.post_message(LoadProgressed((k + fraction) / 2, f"{stage} {name}"))
+
+            try:
+                opened.append(Replay.open(path, progress=progress))
+            except InterruptedError:
+                return
+            except (OSError, ValueError) as e:
+                self.post_message(TraceLoadFailed(queries.one_line(e, path)))
+                return
+        self.post_message(RunsLoaded(*opened))
+
+    def on_load_progressed(self, message: LoadProgressed) -> None:
+        for panel in self.query(LoadingPanel):
+            panel.fraction = message.fraction
+            panel.stage = message.stage
+
+    async def on_runs_loaded(self, message: RunsLoaded) -> None:
+        self._set_runs(message.a, message.b)
+        await self.recompose()
+        self._opened()
+
+    def on_trace_load_failed(self, message: TraceLoadFailed) -> None:
+        self.load_error = message.error
+        self.exit(return_code=2)
+
     def on_resize(self) -> None:
         self._layout_classes()
 
     def _layout_classes(self) -> None:
         self.screen.set_class(self.size.width < NARROW_COLUMNS, "-narrow")
+        if self.comparison is None:
+            return
         for run in ("a", "b"):
             timeline = self.timeline(run)
             timeline.set_class(run == self.side, "-focused")
