@@ -113,9 +113,20 @@ class TraceWriter:
         self._locs: dict[SourceLoc | None, int] = {None: -1}
         self._sources: dict[str, str] = {}
         self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
-        self._open = False  # True between begin and end: the only time emit is allowed
+        # What emit looks a kind up in: _SPECS between begin and end (the only time emit
+        # is allowed), empty otherwise, so one lookup checks both (see _open).
+        self._specs: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {}
         self.write_error: OSError | None = None
         self._writing = False
+
+    @property
+    def _open(self) -> bool:
+        """True between begin and end: the only time emit is allowed."""
+        return self._specs is _SPECS
+
+    @_open.setter
+    def _open(self, value: bool) -> None:
+        self._specs = _SPECS if value else {}
 
     # Recorder protocol
 
@@ -169,15 +180,12 @@ class TraceWriter:
         Raises ValueError for an unknown kind, a wrong number of fields, a time
         before the previous event's or a writer not between begin and end.
         """
-        spec = _SPECS.get(kind)
+        try:
+            spec = self._specs[kind]
+        except (KeyError, TypeError):
+            raise self._rejected(kind, time, fields) from None
         last = self._time
-        if (
-            spec is None
-            or type(time) is not int
-            or time < last
-            or len(fields) != spec[1]
-            or not self._open
-        ):
+        if type(time) is not int or time < last or len(fields) != spec[1]:
             raise self._rejected(kind, time, fields)
         # The code as a plain int, not the Kind member: a tuple of plain values is
         # dropped from the cyclic collector's watch at its first pass, so thousands of
