@@ -21,7 +21,8 @@ from kbdebug.cli import main
 from kbdebug.errors import UserError
 from kbdebug.replay import Replay
 from kbdebug.sweep.grid import Axis, parse_axis, points, trace_name
-from kbdebug.sweep.point import OK, Row
+from kbdebug.sweep.local import LocalBackend
+from kbdebug.sweep.point import OK, PointTask, Row
 from kbdebug.sweep.progress import Progress
 from kbdebug.sweep.results import Results
 
@@ -312,16 +313,20 @@ def test_progress_line_counts_points_and_estimates_the_rest():
     assert stream.getvalue().endswith("\r\x1b[K")
 
 
-def test_each_point_runs_in_a_fresh_process(user_file, tmp_path, capsys):
-    """A worker's memory is one point's: every point gets a process that exits after it."""
+def test_a_worker_process_runs_a_bounded_number_of_points(user_file, tmp_path):
+    """A worker's memory is that of a few points: after its quota a fresh process takes over."""
     log = tmp_path / "pids"
-    status, _, err = sweep(
-        capsys, f"{user_file}:launch", "--grid", "n=1,2,3", "--set", f"log='{log}'", "-j", "1",
-        "-q",
-    )  # fmt: skip
-    assert status == 0, err
+    tasks = [
+        PointTask(i, f"{user_file}:launch", (("n", i + 1), ("log", str(log))), (), None)
+        for i in range(5)
+    ]
+    rows = []
+    LocalBackend(1, points_per_worker=2).run(tasks, rows.append)
+    assert sorted(r.index for r in rows) == [0, 1, 2, 3, 4]
+    assert all(r.outcome == OK for r in rows)
     pids = log.read_text().split()
-    assert len(pids) == 3 == len(set(pids)) and str(os.getpid()) not in pids
+    assert len(pids) == 5 and str(os.getpid()) not in pids
+    assert [pids.count(p) for p in dict.fromkeys(pids)] == [2, 2, 1]
 
 
 # --- Ctrl+C -----------------------------------------------------------------------------

@@ -1,18 +1,19 @@
-"""The local backend: each point in a fresh worker process, at most ``jobs`` at once.
+"""The local backend: points in worker processes, at most ``jobs`` at once.
 
-A process per point bounds a worker's memory by one point's (whatever a
-previous point allocated is gone with its process), makes a crashed or killed
-worker one "crashed" row instead of a broken pool, and lets a cancelled sweep
-stop exactly the points still running. A worker is forked from the parent,
-which has imported the emulator and the analysis already, so starting one costs
-milliseconds against the tenths of a second a point takes. A parent running
-threads (Ray's, in a test) forks from a forkserver instead: forking a threaded
-process can copy a lock some other thread holds.
+A worker runs at most POINTS_PER_WORKER points and exits, which bounds its
+memory (whatever a point left behind goes with the process) while keeping its
+warm caches for a few points. A worker that dies is one "crashed" row, never a
+broken pool, and a cancelled sweep stops exactly the points still running.
+Workers are forked from the parent, which has imported the emulator and the
+analysis already; a parent running threads (Ray's, in a test) forks them from a
+forkserver instead, since forking a threaded process can copy a lock another
+thread holds.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterable
@@ -21,6 +22,8 @@ from multiprocessing.connection import Connection, wait
 from kbdebug.sweep.point import CRASHED, Cancelled, PointTask, Row, run_point
 from kbdebug.sweep.stop import StopRequest
 
+#: Points a worker process runs before it exits and a fresh one takes over.
+POINTS_PER_WORKER = 16
 #: Modules the forkserver imports once, so each worker starts with them loaded.
 PRELOAD = ["kbdebug.sweep.point", "kbdebug.commands.run"]
 #: Seconds a cancelled worker gets to remove its partial trace before it is killed.
@@ -42,31 +45,86 @@ def _cancel(signum: int, frame: object) -> None:
     raise Cancelled()
 
 
-def _worker(task: PointTask, conn: Connection) -> None:
-    """A worker's whole life: run one point, send its row, exit."""
-    # Ctrl+C reaches every process of the terminal's group: the parent decides what stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _cancel)
-    try:
-        row = run_point(task, finishing=_uncancellable)
-    except Cancelled:
-        return
-    conn.send(row)
-    conn.close()
-
-
 def _uncancellable() -> None:
     # The point is done: let it keep its trace and send its row; the parent collects it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-class _Running:
-    __slots__ = ("task", "process", "conn")
+def _worker(conn: Connection, limit: int) -> None:
+    """A worker's life: run the points the parent sends, up to ``limit``, then exit.
 
-    def __init__(self, task: PointTask, process, conn: Connection):
+    It also exits on None (no more points) or when the parent is gone. Not on the
+    parent closing its end alone: a sibling forked later holds a copy of it.
+    """
+    # Ctrl+C reaches every process of the terminal's group: the parent decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    try:
+        for _ in range(limit):
+            signal.signal(signal.SIGTERM, _cancel)
+            while not conn.poll(0.5):
+                if os.getppid() != parent:
+                    return  # the parent was killed: nobody will read a row
+            task = conn.recv()
+            if task is None:
+                break
+            conn.send(run_point(task, finishing=_uncancellable))
+    except (Cancelled, EOFError, OSError):
+        pass
+    finally:
+        conn.close()
+
+
+class _Worker:
+    """One worker process, the pipe to it, and the point it is running (if any)."""
+
+    def __init__(self, ctx: multiprocessing.context.BaseContext, limit: int):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker, args=(child, limit), daemon=True)
+        self.process.start()
+        child.close()  # the worker holds the only other end: EOF when it dies
+        self.left = limit
+        self.task: PointTask | None = None
+
+    def give(self, task: PointTask) -> None:
+        self.conn.send(task)
         self.task = task
-        self.process = process
-        self.conn = conn
+        self.left -= 1
+
+    def collect(self) -> tuple[Row, bool]:
+        """The row of the point it ran (a "crashed" row if it died); whether it lives on."""
+        assert self.task is not None
+        task, self.task = self.task, None
+        try:
+            row = self.conn.recv()
+        except (EOFError, OSError):
+            row = None
+        if isinstance(row, Row):
+            if self.left > 0:
+                return row, True
+            self.retire()
+            return row, False
+        self.retire()
+        code = self.process.exitcode
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exit status {code}"
+        )
+        return Row(task.index, CRASHED, f"the worker process died ({how}) without a result"), False
+
+    def retire(self, timeout: float | None = None) -> None:
+        """Tell the worker to exit (None), close the pipe and wait for the process
+        (``timeout`` seconds at most, then kill it)."""
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass  # it is gone already
+        self.conn.close()
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
 
 
 class LocalBackend:
@@ -74,10 +132,13 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, jobs: int):
+    def __init__(self, jobs: int, points_per_worker: int = POINTS_PER_WORKER):
         if jobs < 1:
             raise ValueError('"jobs" must be >= 1')
+        if points_per_worker < 1:
+            raise ValueError('"points_per_worker" must be >= 1')
         self.jobs = jobs
+        self.points_per_worker = points_per_worker
 
     def run(
         self,
@@ -96,74 +157,54 @@ class LocalBackend:
         ctx = _context()
         waiting = list(tasks)
         waiting.reverse()  # popped from the end: grid order
-        running: dict[Connection, _Running] = {}
+        idle: list[_Worker] = []
+        busy: dict[Connection, _Worker] = {}
         try:
-            while waiting or running:
+            while waiting or busy:
                 if stop is not None and stop.requested:
                     raise stop.interrupt()
-                while waiting and len(running) < self.jobs:
-                    task = waiting.pop()
-                    receive, send = ctx.Pipe(duplex=False)
-                    process = ctx.Process(target=_worker, args=(task, send), daemon=True)
-                    process.start()
-                    send.close()  # the worker holds the only writer: EOF when it dies
-                    running[receive] = _Running(task, process, receive)
-                for conn in wait(list(running), timeout=0.25):
-                    slot = running.pop(conn)
-                    on_row(_collect(slot))
+                while waiting and len(busy) < self.jobs:
+                    worker = idle.pop() if idle else _Worker(ctx, self.points_per_worker)
+                    worker.give(waiting.pop())
+                    busy[worker.conn] = worker
+                for conn in wait(list(busy), timeout=0.25):
+                    worker = busy.pop(conn)
+                    row, lives = worker.collect()
+                    if lives:
+                        idle.append(worker)
+                    on_row(row)
                 if on_tick is not None:
                     on_tick()
         except BaseException:
-            for row in _stop(running.values()):
+            for row in _stop(list(busy.values())):
                 on_row(row)
             raise
+        finally:
+            for worker in idle:
+                worker.retire(GRACE)
 
 
-def _collect(slot: _Running) -> Row:
-    """The row a finished worker sent, or a "crashed" row for one that sent none."""
-    try:
-        row = slot.conn.recv()
-    except (EOFError, OSError):
-        row = None
-    finally:
-        slot.conn.close()
-    slot.process.join()
-    if isinstance(row, Row):
-        return row
-    code = slot.process.exitcode
-    how = (
-        f"killed by {signal.Signals(-code).name}"
-        if code is not None and code < 0
-        else f"exit status {code}"
-    )
-    return Row(slot.task.index, CRASHED, f"the worker process died ({how}) without a result")
-
-
-def _stop(slots: Iterable[_Running]) -> list[Row]:
-    """Cancel running workers: SIGTERM (they remove their partial traces), then SIGKILL.
+def _stop(workers: list[_Worker]) -> list[Row]:
+    """Cancel busy workers: SIGTERM (they remove their partial traces), then SIGKILL.
 
     Returns the rows of points that finished meanwhile (those past ``finishing``).
     """
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C: let us finish
     finished = []
     try:
-        slots = list(slots)
-        for slot in slots:
-            if slot.process.is_alive():
-                slot.process.terminate()
-        for slot in slots:
-            slot.process.join(GRACE)
-            if slot.process.is_alive():
-                slot.process.kill()
-                slot.process.join()
+        for worker in workers:
+            if worker.process.is_alive():
+                worker.process.terminate()
+        for worker in workers:
+            # A worker past its point ignores SIGTERM and sends its row: wait for it.
             try:
-                if slot.conn.poll():
-                    row = slot.conn.recv()
+                if worker.conn.poll(GRACE):
+                    row = worker.conn.recv()
                     if isinstance(row, Row):
                         finished.append(row)
             except (EOFError, OSError):
                 pass  # cancelled before it had a row
-            slot.conn.close()
+            worker.retire(GRACE)
     finally:
         signal.signal(signal.SIGINT, previous)
     return finished
