@@ -81,6 +81,17 @@ async def test_key_bar_at_80x24_keeps_help_and_quit_and_leads_with_the_pane_keys
         assert app.query_one(KeyBar).text.lstrip().startswith("←→ pan  +- zoom")
 
 
+async def test_clicking_a_key_in_the_key_bar_runs_it():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(app, pilot)
+        await pilot.click(KeyBar, offset=(app.query_one(KeyBar).text.index("s step"), 0))
+        assert app.position == 1
+        await pilot.click(KeyBar, offset=(app.query_one(KeyBar).text.index("? help"), 0))
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+
+
 async def test_help_and_palette_list_every_pane_and_its_keys():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:

@@ -52,8 +52,8 @@ from kbdebug.ui.timeline import Timeline
 
 #: Terminal width from which the futures table gets most of the middle row.
 WIDE_COLUMNS = 140
-#: Columns the futures table keeps beside the source (future, op, line, stall, phase; on
-#: a wide screen also issued and done).
+#: Columns the futures table keeps beside the source: future, line, stall and phase;
+#: on a wide screen also op, issued and done.
 FUTURES_MIN = 34
 FUTURES_MIN_WIDE = 62
 
