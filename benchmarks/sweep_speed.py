@@ -17,6 +17,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -70,8 +71,8 @@ def main() -> None:
     args = parser.parse_args()
     points = DEPTHS * max(1, args.points // DEPTHS)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    per_point = in_process(10)
-    print(f"in-process: {per_point:.3f} s per point (median of 10)")
+    per_point = in_process(20)
+    print(f"in-process: {per_point:.3f} s per point (median of 20)")
     results: dict[int, list[float]] = {1: [], 2: []}
     rows_seen: list[list[dict]] = []
     for _ in range(args.repeat):
@@ -94,6 +95,8 @@ def main() -> None:
         )
     j1, j2 = statistics.median(results[1]), statistics.median(results[2])
     print(f"-j 2 speed-up over -j 1: {j1 / j2:.2f}x (rows identical)")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"largest worker's peak memory: {peak:.0f} MiB (16 points per worker)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

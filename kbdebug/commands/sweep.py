@@ -11,6 +11,7 @@ from typing import Any
 
 from emulator.config import HardwareConfig
 from emulator.errors import ConfigError
+from emulator.scenarios import SCENARIOS
 from kbdebug.commands.run import _accepted, _builder, _parse_setting
 from kbdebug.errors import UserError
 from kbdebug.safe_text import escape
@@ -142,13 +143,18 @@ def run(args: argparse.Namespace) -> int:
     directory = _traces_dir(args.traces) if args.traces else None
     names = _trace_paths(directory, name, grid, args.force) if directory else {}
 
+    # Workers elsewhere (Ray) do not share our working directory: give them absolute paths.
+    spec = args.scenario
+    if ":" in spec and spec not in SCENARIOS:
+        path_text, _, func = spec.rpartition(":")
+        spec = f"{Path(path_text).resolve()}:{func}"
     tasks = []
     for point in grid:
         values = {**settings, **dict(point.params)}
         tasks.append(
             PointTask(
                 index=point.index,
-                scenario=args.scenario,
+                scenario=spec,
                 params=tuple((k, v) for k, v in values.items() if k in scenario_keys),
                 hw=tuple((k, v) for k, v in values.items() if k in hw_fields),
                 base_config=None if base is None else tuple(base.to_dict().items()),
@@ -242,6 +248,7 @@ def _traces_dir(text: str) -> Path:
 
 def _trace_paths(directory: Path, name: str, grid: list[Point], force: bool) -> dict[int, str]:
     """Each point's trace path; refuses (before anything runs) to replace a file."""
+    directory = directory.resolve()
     paths = {p.index: str(directory / trace_name(name, p)) for p in grid}
     seen: dict[str, int] = {}
     for index, path in paths.items():
