@@ -216,6 +216,19 @@ def test_best_and_depth_needed_marks():
     assert "hbm_latency=800: depth 3 (end cycle 1,010)" in table
 
 
+def test_an_interrupted_setting_gets_no_depth():
+    axes = [Axis("hbm_latency", (300, 800)), Axis("depth", (1, 2))]
+    grid = points(axes)
+    results = Results("s", axes, grid, interrupted=True)
+    for index, end in [(0, 1000), (1, 1000), (2, 3000)]:  # depth 2 at 800 never ran
+        results.add(Row(index, OK, end_cycle=end))
+    assert results.depth_needed() == [({"hbm_latency": 300}, 0)]
+    assert results.unsettled() == [{"hbm_latency": 800}]
+    table = results.table()
+    assert "hbm_latency=800: not all depths finished, no answer" in table
+    assert "best (of the points that finished)" in table
+
+
 def test_failed_points_never_win():
     axes = [Axis("depth", (1, 2))]
     results = Results("s", axes, points(axes))

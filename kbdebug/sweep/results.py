@@ -52,27 +52,47 @@ class Results:
 
     def depth_needed(self) -> list[tuple[dict[str, Any], int]]:
         """For each setting of the other parameters: the smallest depth within TOLERANCE
-        of the best end cycle at that setting, as (other parameters, point index).
+        of the best end cycle at that setting, as (other parameters, point index), in
+        grid order.
 
-        Empty when ``depth`` is not swept.
+        Empty when ``depth`` is not swept. A setting some of whose points did not
+        finish (an interrupted sweep) has none: a missing depth might have been the
+        best there.
         """
         if DEPTH not in [a.key for a in self.axes]:
             return []
-        groups: dict[tuple, list[tuple[Point, Row]]] = {}
-        for p, r in self.finished():
-            if _ok(r):
-                others = tuple((k, v) for k, v in p.params if k != DEPTH)
-                groups.setdefault(others, []).append((p, r))
+        groups: dict[tuple, list[Point]] = {}
+        for p in self.points:
+            groups.setdefault(self._others(p), []).append(p)
         out = []
         for others, members in groups.items():
-            best_end = min(r.end_cycle for _, r in members)
+            if any(p.index not in self.rows for p in members):
+                continue
+            ok = [(p, self.rows[p.index]) for p in members if _ok(self.rows[p.index])]
+            if not ok:
+                continue
+            best_end = min(r.end_cycle for _, r in ok)
             enough = [
                 (p.value(DEPTH), p.index)
-                for p, r in members
+                for p, r in ok
                 if r.end_cycle <= best_end * (1 + TOLERANCE)
             ]
             out.append((dict(others), min(enough, key=_depth_order)[1]))
-        return sorted(out, key=lambda item: item[1])
+        return out
+
+    def unsettled(self) -> list[dict[str, Any]]:
+        """Settings of the other parameters left without a depth by an interrupted sweep."""
+        if DEPTH not in [a.key for a in self.axes]:
+            return []
+        seen: dict[tuple, bool] = {}
+        for p in self.points:
+            others = self._others(p)
+            seen[others] = seen.get(others, True) and p.index in self.rows
+        return [dict(others) for others, whole in seen.items() if not whole]
+
+    @staticmethod
+    def _others(point: Point) -> tuple:
+        return tuple((k, v) for k, v in point.params if k != DEPTH)
 
     # --- output -----------------------------------------------------------------------
 
@@ -115,11 +135,12 @@ class Results:
         by_index = {p.index: (p, r) for p, r in self.finished()}
         if best is not None:
             p, r = by_index[best]
-            notes.append(f"* best: {escape(p.label(), 200)}, end cycle {r.end_cycle:,}")
+            of = " (of the points that finished)" if self.interrupted else ""
+            notes.append(f"* best{of}: {escape(p.label(), 200)}, end cycle {r.end_cycle:,}")
         else:
             notes.append("no point completed ok: no best")
         needed = self.depth_needed()
-        if needed:
+        if needed or self.unsettled():
             notes.append(
                 f"d depth needed: the smallest depth within {TOLERANCE:.0%} of the best end "
                 "cycle at the same other parameters"
@@ -131,6 +152,11 @@ class Results:
                     f"  {escape(where or 'all points', 200)}: depth "
                     f"{escape(format_value(p.value(DEPTH)), 40)} (end cycle {r.end_cycle:,})"
                 )
+        for others in self.unsettled():
+            where = " ".join(f"{k}={format_value(v)}" for k, v in others.items())
+            notes.append(
+                f"  {escape(where or 'all points', 200)}: not all depths finished, no answer"
+            )
         for p, r in self.finished():
             if r.message is not None:
                 notes.append(f"point {escape(p.label(), 200)}: {escape(r.message, 500)}")
@@ -157,6 +183,7 @@ class Results:
             "interrupted": self.interrupted,
             "best": best,
             "depth_needed": [{"others": o, "index": i} for o, i in needed],
+            "depth_unsettled": self.unsettled(),
             "rows": rows,
         }
 
