@@ -225,7 +225,7 @@ def test_an_interrupted_setting_gets_no_depth():
     assert results.depth_needed() == [({"hbm_latency": 300}, 0)]
     assert results.unsettled() == [{"hbm_latency": 800}]
     table = results.table()
-    assert "hbm_latency=800: not all depths finished, no answer" in table
+    assert "no answer for hbm_latency=800: not all their depths finished" in table
     assert "best (of the points that finished)" in table
 
 

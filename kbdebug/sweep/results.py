@@ -152,11 +152,12 @@ class Results:
                     f"  {escape(where or 'all points', 200)}: depth "
                     f"{escape(format_value(p.value(DEPTH)), 40)} (end cycle {r.end_cycle:,})"
                 )
-        for others in self.unsettled():
-            where = " ".join(f"{k}={format_value(v)}" for k, v in others.items())
-            notes.append(
-                f"  {escape(where or 'all points', 200)}: not all depths finished, no answer"
-            )
+        unsettled = self.unsettled()
+        if unsettled:
+            wheres = [" ".join(f"{k}={format_value(v)}" for k, v in o.items()) for o in unsettled]
+            shown = ", ".join(escape(w or "all points", 200) for w in wheres[:4])
+            more = f" and {len(wheres) - 4} more" if len(wheres) > 4 else ""
+            notes.append(f"  no answer for {shown}{more}: not all their depths finished")
         for p, r in self.finished():
             if r.message is not None:
                 notes.append(f"point {escape(p.label(), 200)}: {escape(r.message, 500)}")
