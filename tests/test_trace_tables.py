@@ -86,6 +86,16 @@ def test_tables_hold_the_events_read_trace_reads(chunk):
         same_as_read_trace(data)
 
 
+def test_a_run_of_int_markers_reads_as_read_trace_reads_it():
+    # Every byte of the run looks like the first of a uint8: the real tokens are
+    # settled by doubling, and the garbage named as read_trace names it.
+    head = DECODE[: len(DECODE) // 2]
+    for run in (b"\xcc" * 20_000, b"\xcc\x01" * 10_000, b"\xcf" * 30_000):
+        data = head + run + DECODE[len(DECODE) // 2 :]
+        assert outcome(read_trace_tables, data)[0] == "error"
+        same_as_read_trace(data)
+
+
 def test_token_starts_found_by_doubling_are_those_found_in_rounds(monkeypatch):
     # The scan settles the real tokens in a few rounds; a hostile file needing more
     # is settled by doubling the jumps: the two find the same tokens.

@@ -109,7 +109,7 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     # end". Its nodes are those that are a step from a node (or the first): start
     # from all and take their steps until nothing changes; a false start's path soon
     # lands on a real token, so that takes a few rounds.
-    jump = np.empty(count + 1, dtype=np.int64)
+    jump = np.empty(count + 1, dtype=np.int32)  # a block is far below 2**31 bytes
     jump[:count] = np.searchsorted(candidates, ends)
     jump[count] = count
     live = np.ones(count + 1, dtype=bool)
