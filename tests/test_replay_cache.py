@@ -290,3 +290,14 @@ def test_past_the_budget_the_least_recently_used_index_files_go(cache, tmp_path,
     kept = {f.name for f in index_files(cache)}
     assert index_cache._file_name(*key_of(fourth)) in kept and len(kept) == 2
     assert index_cache._file_name(*key_of(paths[0])) in kept
+
+
+def test_a_write_left_unfinished_is_removed_once_stale_not_before(cache, trace):
+    cache.mkdir()
+    fresh, stale = cache / ".tmp-fresh.part", cache / ".tmp-stale.part"
+    for path in (fresh, stale):
+        path.write_bytes(b"half an index")
+    old = stale.stat().st_mtime - index_cache.STALE_TEMP_SECONDS - 60
+    os.utime(stale, (old, old))
+    Replay.open(trace)
+    assert fresh.exists() and not stale.exists() and len(index_files(cache)) == 1

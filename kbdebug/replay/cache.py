@@ -190,7 +190,7 @@ def save(index: TraceIndex, directory: Path, key: str, prefix: str) -> Path | No
     file (``prefix``); None, with a debug note, if it cannot be written."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=".kbi", dir=directory)
+        fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
     except OSError as e:
         log.debug("no index cache in %s: %s", directory, e)
         return None
@@ -230,9 +230,11 @@ def prune(directory: Path, keep: Path | None = None) -> None:
             info = entry.stat()
         except OSError:
             continue
-        if entry.name.startswith(".tmp-") and now - info.st_mtime > STALE_TEMP_SECONDS:
-            with contextlib.suppress(OSError):
-                entry.unlink()
+        if entry.name.startswith(".tmp-"):
+            # Another process may be writing it, unless it is old.
+            if now - info.st_mtime > STALE_TEMP_SECONDS:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
         elif entry.suffix == ".kbi" and entry != keep:
             files.append((info.st_mtime, info.st_size, entry))
     total = sum(size for _, size, _ in files)
