@@ -35,6 +35,7 @@ from kbdebug.ui.loading import LoadingPanel
 from kbdebug.ui.messages import (
     CycleClicked,
     FindingChosen,
+    FindingHighlighted,
     FindingsComputed,
     FutureChosen,
     LineChosen,
@@ -534,6 +535,10 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
 
     def on_finding_chosen(self, message: FindingChosen) -> None:
         self.jump_to_finding(message.finding)
+
+    def on_finding_highlighted(self, message: FindingHighlighted) -> None:
+        finding = message.finding
+        self.status = f"{finding.message} → {finding.suggestion} (Enter goes there)"
 
     def on_line_chosen(self, message: LineChosen) -> None:
         self.toggle_line_breakpoint(message.file, message.line)

@@ -25,8 +25,11 @@ class PaneActions:
         pane = PANES[number - 1]
         if pane.tab is not None:
             self.query_one(TabbedContent).active = pane.tab
-        self.query_one(f"#{pane.widget}").focus()
+        widget = self.query_one(f"#{pane.widget}")
+        widget.focus()
         self.status = f"pane {number}: {pane.name} ({_PANE_HINTS[pane.name]})"
+        if isinstance(widget, FindingsView) and widget.row_count():
+            widget.moved(widget.cursor)  # the details, when the pane has no room for them
 
     def on_descendant_focus(self) -> None:
         self._retitle_tabs()

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from kbdebug.analysis.findings import Finding
-from kbdebug.ui.messages import FindingChosen
+from kbdebug.ui.messages import FindingChosen, FindingHighlighted
 from kbdebug.ui.queries import cycles, short_loc
 from kbdebug.ui.rowview import RowView
 
@@ -113,6 +113,11 @@ class FindingsView(RowView):
 
     def chosen(self, row: int) -> None:
         self.post_message(FindingChosen(self.findings[row]))
+
+    def moved(self, row: int) -> None:
+        # On a pane too short for the details the status line says them instead.
+        if not self.detail_rows:
+            self.post_message(FindingHighlighted(self.findings[row]))
 
 
 def _cut(lines: list[str], n: int, width: int) -> list[str]:

@@ -40,6 +40,13 @@ class FindingChosen(Message):
 
 
 @dataclass
+class FindingHighlighted(Message):
+    """The cursor moved to a finding on a pane too short to show its details."""
+
+    finding: Finding
+
+
+@dataclass
 class LineChosen(Message):
     """Enter on a source line: toggle a breakpoint there."""
 
