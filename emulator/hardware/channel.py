@@ -113,7 +113,13 @@ class Channel:
             if not latency and on_complete is None:
                 # Nothing happens between release and completion: the hold's own
                 # event is the completion, which saves an event per compute command.
-                return self._grant((cmd, hold, 0, future, on_grant, None, None))
+                # (_grant, inlined: this is every compute command's path.)
+                if self._emit is not None:
+                    self._emit(_GRANT, now, self.pe, self.cid, cmd)
+                self._holder = (cmd, hold, 0, future, on_grant, None, None)
+                hold_event = env.timeout(hold, on_grant() if on_grant is not None else None)
+                hold_event.callbacks.append(self._released)
+                return hold_event
             done = env.event()
             self._grant((cmd, hold, latency, future, on_grant, on_complete, done))
             return done

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from emulator.dtypes import name_of, to_numpy
+from emulator.dtypes import NUMPY_DTYPES, name_of, to_numpy
 from emulator.errors import (
     DoubleWaitError,
     EmulatorError,
@@ -40,13 +40,14 @@ if TYPE_CHECKING:
 _F32 = np.dtype(np.float32)
 
 
+#: numpy dtype -> its name, for the common dtypes (name_of handles the rest and errors).
+_DTYPE_NAMES = {dtype: name for name, dtype in NUMPY_DTYPES.items()}
 #: Handles whose wait gives a tensor in a scratch buffer.
 _BUFFERED = (LoadFuture, RecvFuture)
 
 
 def _checked_shape(shape: Any) -> tuple[int, ...]:
-    """memory.check_shape, without its generator expressions for the common case (a
-    tuple of non-negative ints: each load and fill passes one)."""
+    """memory.check_shape, without its generator expressions for a tuple of ints."""
     if type(shape) is tuple:
         for dim in shape:
             if type(dim) is not int or dim < 0:
@@ -329,23 +330,29 @@ class TL:
         out: np.ndarray,
         loc: SourceLoc | None,
     ) -> None:
-        """Record the command and block the kernel while the engine works (``loc`` may be
-        None when nothing is recorded)."""
-        launch, pe, now = self._launch, self._pe.pe, self._env.now
+        """Record the command, block while the engine works (``loc`` None: not traced)."""
+        launch, pe, env = self._launch, self._pe.pe, self._env
+        now = env.now
         cmd = launch.next_cmd()
-        try:
-            dtype = name_of(out.dtype)
-        except EmulatorError as e:
-            raise self._error(type(e), e.detail, loc) from None
+        dtype = _DTYPE_NAMES.get(out.dtype)
+        if dtype is None:
+            try:
+                dtype = name_of(out.dtype)
+            except EmulatorError as e:
+                raise self._error(type(e), e.detail, loc) from None
         if self._emit is not None:
             self._emit(_ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
         launch.log_op(now, pe, "compute", engine_name)
-        next_time = self._env.peek()
+        next_time = env.peek()
         if engine.busy or engine.queue:
             self._switch(engine.submit(cmd, cycles))
-        else:  # the engine's hold starts now, and its end is the completion
-            done = engine.submit(cmd, cycles)
-            self._block_until(done, engine.busy_until, next_time)
+            return
+        # A free engine: its hold's end is the completion (_block_until, inlined).
+        done = engine.submit(cmd, cycles)
+        if next_time > engine.busy_until and launch.running:
+            env.step()
+        else:
+            self._switch(done)
 
     def composite(
         self,
