@@ -175,6 +175,21 @@ async def test_source_scrolls_sideways_under_a_fixed_gutter():
         assert "def decode" not in after and "prefetch(tl, q_ptr" in after
 
 
+async def test_W_gives_the_source_the_whole_width_and_3_brings_the_futures_back():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(app, pilot)
+        source, table = app.query_one(SourceView), app.query_one(FuturesTable)
+        narrow = source.size.width
+        await pilot.press("2", "W")
+        await pilot.pause()
+        assert not table.display and source.size.width == 80 > narrow
+        assert 'k_ptr, v_ptr, o_ptr, n_tiles,' in lines(source)[0]
+        await pilot.press("3")
+        await pilot.pause()
+        assert table.display and app.focused is table and source.size.width == narrow
+
+
 async def test_b_on_a_line_without_a_tl_call_moves_to_the_next_line_with_one():
     replay = fresh("flawed_prefetch")
     app = KbdebugApp(replay=replay)

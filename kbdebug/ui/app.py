@@ -129,6 +129,8 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         self.findings: list[Finding] | None = None
         #: The trace file's (mtime, size) when it was read: ``r`` reloads when it changes.
         self.stamp: tuple[int, int] | None = file_stamp(path)
+        #: Whether the source has the whole middle row (W), the futures table hidden.
+        self.source_wide = False
         #: Whether a reload or a re-run is under way.
         self.reloading = False
         self._rerun_process: subprocess.Popen | None = None
@@ -185,10 +187,11 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         its main columns; the rest of a long line scrolls sideways."""
         width = self.size.width
         self.screen.set_class(width >= WIDE_COLUMNS, "-wide")
+        self.screen.set_class(self.source_wide, "-source-wide")
         for source in self.query(SourceView):
             futures = FUTURES_MIN_WIDE if width >= WIDE_COLUMNS else FUTURES_MIN
             room = max(width - futures - 1, width // 2)
-            source.styles.width = min(source.code_width + 1, room)
+            source.styles.width = width if self.source_wide else min(source.code_width + 1, room)
 
     def _opened(self) -> None:
         replay = self.replay

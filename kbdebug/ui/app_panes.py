@@ -23,6 +23,8 @@ class PaneActions:
     def action_focus_pane(self, number: int) -> None:
         """Focus pane ``number`` (1 timeline .. 5 findings), showing its tab if it has one."""
         pane = PANES[number - 1]
+        if pane.name == "futures" and self.source_wide:
+            self.action_widen_source()  # the futures table comes back to be focused
         if pane.tab is not None:
             self.query_one(TabbedContent).active = pane.tab
         widget = self.query_one(f"#{pane.widget}")
@@ -30,6 +32,18 @@ class PaneActions:
         self.status = f"pane {number}: {pane.name} ({_PANE_HINTS[pane.name]})"
         if isinstance(widget, FindingsView) and widget.row_count():
             widget.moved(widget.cursor)  # the details, when the pane has no room for them
+
+    def action_widen_source(self) -> None:
+        """Give the source the whole middle row, hiding the futures table; again: back."""
+        self.source_wide = not self.source_wide
+        self._fit_panes()
+        self.status = (
+            "the source has the whole width (W again gives the futures table back)"
+            if self.source_wide
+            else "the futures table is back beside the source"
+        )
+        if not self.source_wide and isinstance(self.focused, FuturesTable):
+            self.focused.refresh()
 
     def on_descendant_focus(self) -> None:
         self._retitle_tabs()
@@ -110,7 +124,7 @@ class PaneActions:
 #: What each pane is for, said when a number key focuses it.
 _PANE_HINTS = {
     "timeline": "← → pan, + - zoom, Z whole trace",
-    "source": "b or Enter toggles a breakpoint, ← → scroll the code",
+    "source": "b or Enter toggles a breakpoint, ← → scroll the code, W widens it",
     "futures": "↑↓ pick a future, o sorts by id, stall or issue",
     "events": "↑↓ and Enter go to an event",
     "findings": "biggest saving first; Enter goes to one",

@@ -31,6 +31,9 @@ class SourceView(RowView):
         Binding("left", "scroll_code(-1)", "scroll", key_display="←→", tooltip="Scroll the code"),
         Binding("right", "scroll_code(1)", "scroll right", show=False),
         Binding("enter", "choose", "break", tooltip="Toggle a breakpoint on the line"),
+        Binding(
+            "W", "app.widen_source", "widen", tooltip="The whole width for the source (again: back)"
+        ),
     ]
 
     COMPONENT_CLASSES = {
