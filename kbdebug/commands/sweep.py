@@ -36,14 +36,16 @@ The best point (smallest end cycle) is marked *, and, when depth is swept, the
 smallest depth within {TOLERANCE:.0%} of the best end cycle at the same other
 parameters is marked d: the depth the pipeline needs there.
 
-Each point runs in its own worker process (-j at once; default: the number of
-cores), or as a Ray task with --cluster: ray://HOST:PORT, auto (the cluster
-this machine is part of) or local (a Ray instance started here with -j CPUs);
-Ray is an optional extra: pip install 'kbdebug[cluster]'. The rows are the
-same whatever ran them. A point that fails is a row and the sweep goes on;
-Ctrl+C stops the points still running and prints those that finished (exit
-130). Workers return rows, never traces: a point's trace is deleted once read,
-or kept with --traces DIR under a name that says its parameters
+Points run in worker processes (-j at once; default: the number of cores),
+each worker replaced after 16 points so its memory stays bounded; or as Ray
+tasks with --cluster ray://HOST:PORT, auto (the cluster this machine is part
+of) or local (a Ray instance started here with -j CPUs). Ray is an optional
+extra, pip install 'kbdebug[cluster]'; every Ray node needs kbdebug, and a
+FILE.py or --traces DIR at the same path. The rows are the same whatever ran
+them. A point that fails is a row and the sweep goes on; Ctrl+C stops the
+points still running and prints those that finished (exit 130). Workers
+return rows, never traces: a point's trace is deleted once read, or kept with
+--traces DIR under a name that says its parameters
 (SCENARIO.depth=2.hbm_latency=300.kbt); an existing file there is never
 replaced without --force.
 
