@@ -84,7 +84,8 @@ class RayBackend:
     def _connect(self, ray: Any) -> None:
         options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
         if self.address == LOCAL:
-            options.update(num_cpus=self.jobs, include_dashboard=False)
+            # "local" starts a new instance even where a cluster runs (or left its address).
+            options.update(address="local", num_cpus=self.jobs, include_dashboard=False)
         else:
             options["address"] = self.address
         try:
