@@ -184,7 +184,7 @@ async def test_W_gives_the_source_the_whole_width_and_3_brings_the_futures_back(
         await pilot.press("2", "W")
         await pilot.pause()
         assert not table.display and source.size.width == 80 > narrow
-        assert 'k_ptr, v_ptr, o_ptr, n_tiles,' in lines(source)[0]
+        assert "k_ptr, v_ptr, o_ptr, n_tiles," in lines(source)[0]
         await pilot.press("3")
         await pilot.pause()
         assert table.display and app.focused is table and source.size.width == narrow
