@@ -48,6 +48,14 @@ class ComparisonComputed(Message):
     error: str | None = None
 
 
+def _call_text(site: str) -> str:
+    """``tl.wait(f)#0``, ``self.tl.wait(x)#0 (from kv.next(0)#0)`` for a call in a helper:
+    a call's identity without its file and function."""
+    own, _, caller = site.partition("@")
+    text = own.rsplit("::", 1)[-1]
+    return f"{text} (from {caller.split('@')[0].rsplit('::', 1)[-1]})" if caller else text
+
+
 def _other(run: str) -> str:
     return "b" if run == "a" else "a"
 
@@ -289,7 +297,7 @@ class CompareApp(App[int]):
         if there is None:
             self.linked = False
             key = self.comparison.call_key(run, call)
-            what = key.site.rsplit("::", 1)[-1] if key is not None else "this call"
+            what = _call_text(key.site) if key is not None else "this call"
             nth = f" (its occurrence {key.occurrence})" if key is not None else ""
             # First, so that a narrow screen still shows it.
             return f"not in {name}: {name} never made {what}{nth}, it stays  ·  {status}"

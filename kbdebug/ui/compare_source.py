@@ -117,6 +117,15 @@ class CompareSource(RowView):
             self._text[key] = text
         return text
 
+    def _count(self, run: str, file: str | None) -> int:
+        """Lines of ``file`` in ``run`` shown (as LineMap counts them: no empty last line
+        after the final newline); 0 when the run has no such file."""
+        if file is None:
+            return 0
+        code = self.replays[run].index.sources.get(file)
+        n = len(code.splitlines()) if isinstance(code, str) else len(self._lines(run, file))
+        return min(n, len(self._lines(run, file)), MAX_SOURCE_LINES)
+
     def _show(self, file: str, run: str) -> None:
         """Show ``file`` of ``run`` with its counterpart in the other run."""
         lines = self.line_map
@@ -126,8 +135,8 @@ class CompareSource(RowView):
         rows = self._rows_of.get(pair)
         if rows is None:
             a_file, b_file = pair
-            n_a = min(len(self._lines("a", a_file)), MAX_SOURCE_LINES) if a_file else 0
-            n_b = min(len(self._lines("b", b_file)), MAX_SOURCE_LINES) if b_file else 0
+            n_a = self._count("a", a_file)
+            n_b = self._count("b", b_file)
             if a_file and b_file:
                 forward = {
                     x: there[1]
