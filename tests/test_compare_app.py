@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rich.style import Style
 from test_compare import KERNELS, edited_runs, line_of  # noqa: F401 - a shared fixture
 from textual.worker import WorkerCancelled
 
@@ -16,6 +17,7 @@ from kbdebug.replay import Replay
 from kbdebug.ui.compare_app import CompareApp
 from kbdebug.ui.compare_findings import FindingGroupsView
 from kbdebug.ui.compare_header import CompareHeader
+from kbdebug.ui.compare_source import CompareSource, aligned_rows
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 
@@ -165,3 +167,40 @@ async def test_a_trace_that_fails_to_open_ends_the_app_with_one_line(tmp_path):
             await ready(pilot)
     assert app.load_error is not None and "\n" not in app.load_error
     assert app.return_code == 2
+
+
+async def test_a_line_breakpoint_in_b_stops_b_and_a_follows(app):
+    wait_a, wait_b = line_of("before", "tl.wait(f)"), line_of("after", "tl.wait(fut)")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("x")
+        source = app.query_one(CompareSource)
+        source.cursor = source.row_of("b", wait_b)
+        await pilot.press("b", "c", "c")
+        a, b = app.replays["a"], app.replays["b"]
+        assert app.status.startswith("stopped in B")
+        assert current_line(app, "b") == wait_b and current_line(app, "a") == wait_a
+        assert app.comparison.call_key("b", b.position - 1).occurrence == 1
+        assert a.position - 1 == app.comparison.other_call("b", b.position - 1)
+        assert not a.breakpoints
+
+
+async def test_the_source_shows_both_runs_stalls_on_aligned_lines(app):
+    wait_a, wait_b = line_of("before", "tl.wait(f)"), line_of("after", "tl.wait(fut)")
+    first_load = line_of("after", "fut = tl.load_async(k_ptr,")
+    dropped = line_of("before", "tl.max(k, axis=1)")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("w", "c")
+        source = app.query_one(CompareSource)
+        assert source.rows[source.cursor] == (wait_a, wait_b)
+        assert (None, first_load) in source.rows and (dropped, None) in source.rows
+        row = "".join(s.text for s in source.render_row(source.cursor, 160, Style()))
+        stall_a, stall_b, delta = row.split("│")[0].split()[-3:]
+        assert (stall_a, stall_b, delta) == ("5052", "842", "-4210")
+
+
+def test_aligned_rows_keep_both_versions_in_order():
+    # A: 1 2 3 4; B: 1 x 2 4 y (3 deleted, x and y added, 4 moved up by one).
+    rows = aligned_rows({1: 1, 2: 3, 4: 4}, 4, 5)
+    assert rows == [(1, 1), (None, 2), (2, 3), (3, None), (4, 4), (None, 5)]
