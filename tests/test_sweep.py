@@ -156,6 +156,8 @@ def test_unknown_grid_key_lists_the_valid_ones_and_runs_nothing(tmp_path, capsys
         (["--grid", "depth=1", "--grid", "depth=2"], "given twice"),
         (["--set", "depth=1"], "nothing to sweep"),
         (["--grid", "depth=1", "-j", "0"], "-j 0"),
+        (["--grid", "tile=32,sixty"], "--grid tile=sixty: decode_prefetch's tile takes an integer"),
+        (["--grid", "depth=1", "--set", "n_tiles=2.5"], "--set n_tiles=2.5"),
         (["--grid", "depth=1", "--plot", "--json"], "--plot"),
     ],
 )

@@ -12,7 +12,7 @@ from typing import Any
 from emulator.config import HardwareConfig
 from emulator.errors import ConfigError
 from emulator.scenarios import SCENARIOS
-from kbdebug.commands.run import _accepted, _builder, _parse_setting
+from kbdebug.commands.run import _accepted, _builder, _default, _parse_setting
 from kbdebug.errors import UserError
 from kbdebug.safe_text import escape
 from kbdebug.sweep.grid import Axis, Point, format_value, parse_axis, points, trace_name
@@ -130,15 +130,20 @@ def run(args: argparse.Namespace) -> int:
     if not args.grid:
         raise UserError("nothing to sweep: give at least one --grid KEY=V1,V2,...")
     axes = [parse_axis(text, _value) for text in args.grid]
-    for axis in axes:
+    for i, axis in enumerate(axes):
         check_key("--grid", axis.key)
+        if axis.key in scenario_keys:
+            typed = [_typed(builder, name, "--grid", axis.key, v) for v in axis.values]
+            axes[i] = Axis(axis.key, tuple(typed))
     settings: dict[str, Any] = {}
     for text in args.settings:
         key, value = _parse_setting(text)
         check_key("--set", key)
         if key in [a.key for a in axes]:
             raise UserError(f"--set {key}: also swept by --grid {key}; give it once")
-        settings[key] = value
+        settings[key] = (
+            _typed(builder, name, "--set", key, value) if key in scenario_keys else value
+        )
     base = _base_config(args.config)
     _check_hardware(base, settings, axes, hw_fields)
     grid = points(axes)
@@ -206,6 +211,27 @@ def run(args: argparse.Namespace) -> int:
 
 def _value(text: str) -> Any:
     return _parse_setting(f"v={text}")[1]
+
+
+#: Types a scenario parameter's default can have that a value is checked against.
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(builder, name: str, option: str, key: str, value: Any) -> Any:
+    """``value`` checked against the type of the parameter's default (an int where a float
+    is expected becomes a float), so a typo is refused before any point runs."""
+    default = _default(builder, key)
+    kind = type(default)
+    if kind not in _KINDS:
+        return value  # no default, None, or a type we do not police: the scenario decides
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is kind:
+        return value
+    raise UserError(
+        f"{option} {key}={escape(format_value(value), 80)}: {name}'s {key} takes "
+        f"{_KINDS[kind]} (default {default!r})"
+    )
 
 
 def _base_config(path: str | None) -> HardwareConfig | None:
