@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import zlib
 
 import msgpack
@@ -25,6 +26,14 @@ def trace_bytes(n_events: int, **footer) -> bytes:
 
 SMALL = trace_bytes(2000)
 LARGER = trace_bytes(3000)
+
+
+@pytest.fixture(autouse=True)
+def synchronous_writes(request, monkeypatch):
+    """Index files written before Replay.open returns, so that what a test sees next
+    does not depend on a thread's timing (but for the test of the background write)."""
+    if "background" not in request.node.name:
+        monkeypatch.setattr(index_cache, "save_in_background", index_cache.save)
 
 
 @pytest.fixture
@@ -301,3 +310,22 @@ def test_a_write_left_unfinished_is_removed_once_stale_not_before(cache, trace):
     os.utime(stale, (old, old))
     Replay.open(trace)
     assert fresh.exists() and not stale.exists() and len(index_files(cache)) == 1
+
+
+def test_the_index_is_written_in_the_background_and_complete_after_wait(cache, trace, monkeypatch):
+    started, release = threading.Event(), threading.Event()
+    save = index_cache.save
+
+    def slow_save(*args):
+        started.set()
+        release.wait(10)
+        return save(*args)
+
+    monkeypatch.setattr(index_cache, "save", slow_save)
+    first = Replay.open(trace)  # returns while the file is still being written
+    assert started.wait(10) and index_files(cache) == []
+    release.set()
+    index_cache.wait()
+    assert len(index_files(cache)) == 1
+    no_reading(monkeypatch)
+    same_index(Replay.open(trace), first)

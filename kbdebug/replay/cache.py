@@ -29,6 +29,7 @@ import mmap
 import os
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -210,6 +211,35 @@ def save(index: TraceIndex, directory: Path, key: str, prefix: str) -> Path | No
                 old.unlink()
     prune(directory, keep=target)
     return target
+
+
+# Threads writing index files (see save_in_background).
+_writers: list[threading.Thread] = []
+
+
+def save_in_background(index: TraceIndex, directory: Path, key: str, prefix: str) -> None:
+    """save() from a thread, so that an open returns once the index is built (at ten
+    million events the file is a gigabyte). Not a daemon: a process that is done
+    before the file waits for it at exit. The index is only read meanwhile."""
+    thread = threading.Thread(
+        target=_save_quietly, args=(index, directory, key, prefix), name="kbdebug-index-cache"
+    )
+    _writers[:] = [t for t in _writers if t.is_alive()]
+    _writers.append(thread)
+    thread.start()
+
+
+def _save_quietly(index: TraceIndex, directory: Path, key: str, prefix: str) -> None:
+    try:
+        save(index, directory, key, prefix)
+    except Exception as e:  # a thread's traceback on a user's terminal: never, for a cache
+        log.debug("index cache not written to %s: %r", directory, e)
+
+
+def wait() -> None:
+    """Return once the index files being written are complete (or given up)."""
+    for thread in list(_writers):
+        thread.join()
 
 
 def budget() -> int:

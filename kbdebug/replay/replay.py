@@ -74,8 +74,9 @@ class Replay:
         Events go from the reader to the index a block at a time, as arrays, so the
         whole trace is never held as Python objects. The index is then kept in the
         cache directory (see kbdebug.replay.cache), keyed by the file's identity,
-        size, times and edges, and mapped from there the next time the same file is
-        opened; ``cache=False`` (or ``KBDEBUG_NO_CACHE=1``, or an empty
+        size, times and edges (written by a background thread:
+        ``kbdebug.replay.cache.wait()`` waits for it), and mapped from there the next
+        time the same file is opened; ``cache=False`` (or ``KBDEBUG_NO_CACHE=1``, or an empty
         ``KBDEBUG_CACHE_DIR``) reads the trace every time and writes nothing.
 
         ``progress(fraction)`` is called as the file is read and indexed (0..0.95)
@@ -115,7 +116,7 @@ class Replay:
             finally:
                 os.close(fd)
             if unchanged:
-                index_cache.save(index, directory, key, prefix)
+                index_cache.save_in_background(index, directory, key, prefix)
         if progress is not None:
             progress(1.0)
         return cls(index, os.fspath(path))
