@@ -292,6 +292,24 @@ def test_traces_are_kept_under_their_parameters_and_never_overwritten(tmp_path, 
     assert Replay.open(traces / names[1]).status == "ok"
 
 
+def test_a_row_says_what_kbdebug_report_says_of_its_kept_trace(tmp_path, capsys):
+    traces = tmp_path / "t"
+    doc = sweep_json(
+        capsys, "flawed_prefetch", "--grid", "hbm_latency=300,800", *SMALL, "--traces", str(traces)
+    )
+    for row in doc["rows"]:
+        assert main(["report", row["trace"], "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert row["end_cycle"] == report["end_time"]
+        assert row["stall_cycles"] == report["stall_cycles"]
+        assert row["dma_read_count"] == report["dma_read_count"]
+        (pe,) = report["efficiency"]
+        assert row["bound"] == pe["start"] + pe["bound"]
+        assert row["findings"], "flawed_prefetch has findings"
+        by_saving = sorted(report["findings"], key=lambda f: (-f["saving"], f["id"]))
+        assert row["findings"] == [{"id": f["id"], "saving": f["saving"]} for f in by_saving]
+
+
 # --- outputs ----------------------------------------------------------------------------
 
 
