@@ -56,6 +56,14 @@ def _call_text(site: str) -> str:
     return f"{text} (from {caller.split('@')[0].rsplit('::', 1)[-1]})" if caller else text
 
 
+def _in_run(reason: str, run: str) -> str:
+    """``stopped at a stalled tl.wait ...`` as ``stopped in A at a stalled tl.wait ...``."""
+    name = run.upper()
+    if reason.startswith("stopped"):
+        return f"stopped in {name}" + reason[len("stopped") :]
+    return f"stopped in {name}: {reason}"
+
+
 def _other(run: str) -> str:
     return "b" if run == "a" else "a"
 
@@ -367,9 +375,7 @@ class CompareApp(App[int]):
             end = "end" if direction > 0 else "start"
             self._moved(f"no more breakpoint hits in {self.side.upper()}: ran to the {end}")
             return
-        self._moved(
-            f"stopped in {self.side.upper()}: {queries.stop_reason(replay, hit)}", focus_event=True
-        )
+        self._moved(_in_run(queries.stop_reason(replay, hit), self.side), focus_event=True)
 
     def action_edge(self, direction: int) -> None:
         replay = self.replay()
