@@ -269,3 +269,14 @@ def test_selector_matches_id_line_id_rule_any_and_every_pe_of_a_line():
     assert not matches(pe0, "KB10") and not matches(pe0, "KB101:k.py:4")
     assert not matches(pe0, "KB102")
     assert matches(pe0, "XKB101:k.py:42")
+
+
+def test_no_crash_when_every_earlier_issue_loses_time(tmp_path):
+    """A short, latency-bound pipeline where no earlier issue pays: report still answers."""
+    from kbdebug.cli import main
+
+    out = tmp_path / "late.kbt"
+    argv = ["run", "decode_prefetch", "--set", "n_tiles=8", "--set", "depth=2",
+            "--set", "hbm_latency=800", "-q", "-o", str(out)]
+    assert main(argv) == 0
+    assert main(["report", str(out), "--json"]) in (0, 1)

@@ -402,7 +402,9 @@ class _Diagnosis:
             g = self.gain(*groups)
             if g > best_gain * 1.02:
                 best, best_gain = groups, g
-        return best
+        # When moving the issues earlier only loses time (every gain below -1), there is
+        # nothing to suggest.
+        return best or []
 
     def queued_groups(self) -> list[_Group]:
         """KB103: loads that queued behind later-needed loads on their read channel."""

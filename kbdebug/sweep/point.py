@@ -195,7 +195,7 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
 
 def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
     """The row's numbers, read back from the trace as ``kbdebug report`` reads them."""
-    replay = Replay.open(path)
+    replay = Replay.open(path, cache=False)  # a point opens its trace once: no index cache
     summary = summarize(replay)
     row = Row(
         index,
