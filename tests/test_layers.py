@@ -89,6 +89,8 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
             ),
         ),
         ("kbdebug.export", ("textual", "kbdebug.ui")),
+        # Sweeps run in worker processes and on Ray nodes: no terminal UI there.
+        ("kbdebug.sweep", ("textual", "rich", "kbdebug.ui")),
     ],
 )
 def test_layer_does_not_import_what_lies_above_it(package, forbidden):
