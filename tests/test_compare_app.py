@@ -204,3 +204,17 @@ def test_aligned_rows_keep_both_versions_in_order():
     # A: 1 2 3 4; B: 1 x 2 4 y (3 deleted, x and y added, 4 moved up by one).
     rows = aligned_rows({1: 1, 2: 3, 4: 4}, 4, 5)
     assert rows == [(1, 1), (None, 2), (2, 3), (3, None), (4, 4), (None, 5)]
+
+
+async def test_a_run_cut_short_is_named_before_any_figure(edited_runs, tmp_path):  # noqa: F811
+    """A truncated B ends early and stalls little: the header says so, not just '-67 %'."""
+    data = Path(edited_runs[1]).read_bytes()
+    cut = tmp_path / "cut.kbt"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    app = CompareApp(Replay.open(edited_runs[0]), Replay.open(cut))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        header = app.query_one(CompareHeader).render().plain
+        assert "B did not complete: the trace was cut off" in header
+        assert "A did not complete" not in header
+        assert "(figures not comparable)" in header

@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from kbdebug.analysis.compare import Change
+from kbdebug.analysis.select import incomplete
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 
@@ -129,6 +130,15 @@ class CompareHeader(Widget):
 
     def _figures(self, width: int) -> Text:
         line = Text(" ")
+        # A run cut short ends early and stalls little: say so before any figure, as
+        # `kbdebug diff` does, so "-67 %" is never read as a fix.
+        cut = [(run, incomplete(self.replays[run])) for run in ("a", "b")]
+        cut = [(run, why) for run, why in cut if why is not None]
+        if cut:
+            error = self.get_component_rich_style("compare-header--error")
+            for run, why in cut:
+                line.append(f"{run.upper()} did not complete: {escape(why, 300)}  ", error)
+            line.append("(figures not comparable)  ")
         if self.headline is None:
             line.append("A → B: computing the findings and bounds of both runs…")
             return line
