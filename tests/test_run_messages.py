@@ -71,6 +71,14 @@ def test_run_of_a_missing_python_file_says_so(tmp_path, monkeypatch, capsys):
     assert one_error_line(capsys) == "kbdebug run: nowhere.py: no such file"
 
 
+def test_run_of_a_python_file_that_does_not_parse_names_the_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.py").write_text("import numpy\n\ndef launch(:\n    pass\n")
+    assert main(["run", "broken.py"]) == 2
+    line = one_error_line(capsys)
+    assert "does not parse (line 3: " in line and "kbdebug run broken.py:FUNCTION" in line
+
+
 def test_run_of_a_trace_says_to_open_it(capsys):
     trace = replay_command.bundled_trace()
     assert main(["run", str(trace)]) == 2

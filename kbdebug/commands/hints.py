@@ -41,10 +41,25 @@ def listed(names: list[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
+def syntax_error(path: Path) -> str | None:
+    """``line N: invalid syntax`` when the Python file ``path`` does not parse, else None."""
+    try:
+        with open(path, "rb") as f:
+            ast.parse(f.read(PYTHON_READ_BYTES))
+    except SyntaxError as e:
+        return f"line {e.lineno}: {e.msg}" if e.lineno else str(e.msg)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def run_hint(path: Path) -> str:
     """How to run the Python file ``path`` with `kbdebug run`, naming its functions."""
     functions = scenario_functions(path)
     if functions is None:
+        broken = syntax_error(path)
+        if broken is not None:
+            return f"it does not parse ({broken}); fix it, then: kbdebug run {path}:FUNCTION"
         return f"to record a kernel: kbdebug run {path}:FUNCTION"
     if not functions:
         return (
