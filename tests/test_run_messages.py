@@ -76,7 +76,7 @@ def test_run_of_a_python_file_that_does_not_parse_names_the_line(tmp_path, monke
     (tmp_path / "broken.py").write_text("import numpy\n\ndef launch(:\n    pass\n")
     assert main(["run", "broken.py"]) == 2
     line = one_error_line(capsys)
-    assert "does not parse (line 3: " in line and "kbdebug run broken.py:FUNCTION" in line
+    assert "broken.py: does not parse (line 3: " in line and "kbdebug run broken.py:FUNCTION" in line
 
 
 def test_run_of_a_trace_says_to_open_it(capsys):

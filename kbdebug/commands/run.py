@@ -24,7 +24,7 @@ from emulator.recorder import NullRecorder
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace import wire
 from emulator.trace.writer import TraceWriter
-from kbdebug.commands.hints import listed, run_hint, scenario_functions
+from kbdebug.commands.hints import listed, run_hint, scenario_functions, syntax_error
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.outputs import Output
@@ -401,6 +401,9 @@ def _unknown_scenario(spec: str) -> str:
             return f"{path}: no such file"
         if _is_trace(path):
             return f"{path} is a trace already: open it with kbdebug {path}"
+        broken = syntax_error(path)
+        if broken is not None:
+            return f"{path}: does not parse ({broken}); fix it, then: kbdebug run {path}:FUNCTION"
         return f"{path}: which function builds the Scenario? {run_hint(path)}"
     close = difflib.get_close_matches(spec, SCENARIOS, n=1)
     guess = f"did you mean {close[0]}? " if close else ""
