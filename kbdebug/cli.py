@@ -9,6 +9,7 @@ import sys
 
 from kbdebug import __version__
 from kbdebug.errors import UserError
+from kbdebug.safe_text import escape
 
 __all__ = ["UserError", "build_parser", "main"]
 
@@ -79,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(modules[args.command].run(args) or 0)
     except UserError as e:
-        print(f"kbdebug {args.command}: {e}", file=sys.stderr)
+        # Messages carry text from traces and from user kernels' exceptions: a control
+        # character there must not drive the terminal.
+        text = "\n".join(escape(line) for line in str(e).split("\n"))
+        print(f"kbdebug {args.command}: {text}", file=sys.stderr)
         return e.status
     except KeyboardInterrupt:
         print(f"kbdebug {args.command}: interrupted", file=sys.stderr)

@@ -76,7 +76,8 @@ def test_run_of_a_python_file_that_does_not_parse_names_the_line(tmp_path, monke
     (tmp_path / "broken.py").write_text("import numpy\n\ndef launch(:\n    pass\n")
     assert main(["run", "broken.py"]) == 2
     line = one_error_line(capsys)
-    assert "broken.py: does not parse (line 3: " in line and "kbdebug run broken.py:FUNCTION" in line
+    assert "broken.py: does not parse (line 3: " in line
+    assert "kbdebug run broken.py:FUNCTION" in line
 
 
 def test_run_of_a_trace_says_to_open_it(capsys):
@@ -177,3 +178,24 @@ def test_an_unwritable_cache_records_the_example_in_a_temporary_directory(
     monkeypatch.setattr(replay_command.tempfile, "tempdir", str(tmp_path / "tmp"))
     path = replay_command.recorded_example()
     assert path.is_file() and path.is_relative_to(tmp_path / "tmp")
+
+
+def test_a_kernel_error_with_control_characters_is_escaped(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "boom.py").write_text(textwrap.dedent('''
+        import numpy as np
+        from emulator import Memory
+        from emulator.scenarios import Scenario
+
+        def kernel(tl, ptr):
+            tl.load(ptr, (8, 8), "f16")
+            raise RuntimeError("bad \\x1b[31mred")
+
+        def launch():
+            mem = Memory(size_bytes=1 << 16)
+            return Scenario(kernel=kernel, args=(mem.put(np.ones((8, 8), np.float16)),),
+                            grid=(1,), memory=mem)
+    '''))
+    assert main(["run", "boom.py:launch", "-q", "-o", "boom.kbt"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "bad \\x1b[31mred" in err
