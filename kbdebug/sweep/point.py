@@ -111,7 +111,8 @@ def build(task: PointTask) -> Scenario:
     Raises UserError when the launch is refused (a bad value, a hardware field the
     scenario sets itself).
     """
-    from kbdebug.commands.run import _accepted, _builder  # the one loader `run` uses too
+    # The loader and launch `run` uses, so a point is exactly what `kbdebug run` records.
+    from kbdebug.commands.run import _accepted, _build, _builder
 
     builder, name = _builder(task.scenario)
     accepted = _accepted(builder)
@@ -128,19 +129,7 @@ def build(task: PointTask) -> Scenario:
         raise UserError(str(e)) from None
     if "config" in accepted:
         params["config"] = config
-    try:
-        scenario = builder(**params)
-    except (TypeError, ValueError, EmulatorError) as e:
-        raise UserError(f"{name}: {e}") from None
-    if not isinstance(scenario, Scenario):
-        raise UserError(f"{name} returned {type(scenario).__name__}, expected a Scenario")
-    if "config" not in accepted and (hw or task.base_config is not None):
-        mesh = {"mesh_rows": scenario.config.mesh_rows, "mesh_cols": scenario.config.mesh_cols}
-        scenario.config = config.replace(**{**mesh, **hw})
-    for key, value in hw.items():
-        if getattr(scenario.config, key) != value:
-            raise UserError(f"{name} sets {key} to {getattr(scenario.config, key)} itself")
-    return scenario
+    return _build(builder, name, params, accepted, hw, config, task.base_config is not None)
 
 
 def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
