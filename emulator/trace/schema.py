@@ -108,6 +108,53 @@ FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
     Kind.HOST_READ: (("future", "int"),),
 }
 
+# Compound records (format 1.2): one record standing for a run of events that happen on
+# one PE in one cycle, one right after the other, in the order listed. Its fields are
+# those of its components concatenated, in order: [code, dt, pe, *fields(first),
+# *fields(second), ...]. A reader expands it into exactly those events, so a compound
+# record loses nothing and changes no event's place; it only saves the writer calls and
+# bytes of repeating (kind, dt, pe). Codes are fixed forever once released.
+COMPOUNDS: dict[int, tuple[Kind, ...]] = {
+    # A command issued and its op logged (a store, a send, a receive).
+    18: (Kind.ISSUE, Kind.OP_LOG),
+    # A compute command issued to a free engine: logged, requested, granted at once.
+    19: (Kind.ISSUE, Kind.OP_LOG, Kind.CHAN_REQUEST, Kind.CHAN_GRANT),
+    # A compute command issued to a busy engine: logged, requested, queued.
+    20: (Kind.ISSUE, Kind.OP_LOG, Kind.CHAN_REQUEST),
+    # A load issued: logged, its scratch buffer allocated.
+    21: (Kind.ISSUE, Kind.OP_LOG, Kind.SCRATCH_ALLOC),
+    # A command's release of its channel that is also its completion (no latency).
+    22: (Kind.CHAN_RELEASE, Kind.COMPLETE),
+    # A command's release of its channel and the grant of that channel to the next one.
+    23: (Kind.CHAN_RELEASE, Kind.CHAN_GRANT),
+    # A wait on a future already done: it began and ended in one cycle (stalled 0).
+    24: (Kind.WAIT_BEGIN, Kind.WAIT_END),
+}
+
+
+def compound_fields(code: int) -> tuple[tuple[str, str], ...]:
+    """The fields of compound record ``code`` after (code, dt, pe): its components', in order."""
+    return tuple(field for kind in COMPOUNDS[code] for field in FIELDS[kind])
+
+
+def expand(code: int, time: int, pe: int, fields: tuple | list) -> list[tuple]:
+    """The events ``(kind, time, pe, *fields)`` compound record ``code`` stands for.
+
+    The reference decoding every reader must agree with (fields as written: ids, not
+    interned values). Raises ValueError for a wrong field count.
+    """
+    kinds = COMPOUNDS[code]
+    out: list[tuple] = []
+    at = 0
+    for kind in kinds:
+        width = len(FIELDS[kind])
+        out.append((kind, time, pe, *fields[at : at + width]))
+        at += width
+    if at != len(fields):
+        raise ValueError(f"compound record {code} has {len(fields)} fields, expected {at}")
+    return out
+
+
 # Channel kinds named in the header's channel table.
 CHANNEL_KINDS = ("dma_read", "dma_write", "gemm", "math", "ipcq")
 
