@@ -276,7 +276,41 @@ def test_no_crash_when_every_earlier_issue_loses_time(tmp_path):
     from kbdebug.cli import main
 
     out = tmp_path / "late.kbt"
-    argv = ["run", "decode_prefetch", "--set", "n_tiles=8", "--set", "depth=2",
-            "--set", "hbm_latency=800", "-q", "-o", str(out)]
+    argv = [
+        "run",
+        "decode_prefetch",
+        "--set",
+        "n_tiles=8",
+        "--set",
+        "depth=2",
+        "--set",
+        "hbm_latency=800",
+        "-q",
+        "-o",
+        str(out),
+    ]
     assert main(argv) == 0
     assert main(["report", str(out), "--json"]) in (0, 1)
+
+
+def test_depth_one_pipeline_in_a_helper_gets_prefetch_deeper_with_a_true_saving(tmp_path):
+    """TilePipeline primes K0 and V0 from one call and issues every load from one helper
+    line: the finding still splits the streams by the line that waits on them, names the
+    issue line and a depth whose run saves what the finding says."""
+
+    def run(depth):
+        scenario = SCENARIOS["decode_prefetch"](n_tiles=16, depth=depth)
+        scenario.config = HardwareConfig(hbm_latency=2000)
+        path = tmp_path / f"depth{depth}.kbt"
+        scenario.run(trace=path)
+        return Replay.open(path)
+
+    shallow = run(1)
+    found = find_all(shallow)
+    assert [f.rule for f in found] == ["KB107"]
+    (f,) = found
+    assert f.loc.file == "emulator/kernels/pipeline.py"
+    depth = int(f.suggestion.split(" tiles ahead")[0].rsplit(" ", 1)[1])
+    assert depth > 1
+    saved = shallow.end_time - run(depth).end_time
+    assert abs(f.saving - saved) <= 0.1 * saved

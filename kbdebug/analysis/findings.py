@@ -97,6 +97,8 @@ QUEUE_LOOKBACK = 32
 
 _PIPELINE_HINT = "see TilePipeline in emulator/kernels/pipeline.py"
 # Charge order of a wait's avoidable stall when several rules touch it.
+# Groups that gain nothing alone tried together at most (each costs a re-timing).
+_MAX_JOINT_TRIALS = 8
 _PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109")
 
 
@@ -304,11 +306,18 @@ class _Diagnosis:
 
     # --- candidate fixes ----------------------------------------------------------
 
-    def _streams(self) -> dict[int, list[int]]:
-        """Loads by the line that issues them, in issue order."""
-        streams: dict[int, list[int]] = defaultdict(list)
+    def _streams(self) -> dict[tuple[int, int], list[int]]:
+        """Loads by the line that issues them and the line that waits on them, in issue
+        order. A helper that issues every stream's loads from one line (a pipeline's
+        priming issues K0 and V0 from the same call) still has one stream per line
+        that consumes them."""
+        streams: dict[tuple[int, int], list[int]] = defaultdict(list)
+        futures = self.index.futures
+        fut_of = self.index.commands.future
         for c in self.loads():
-            streams[int(self.loc[c])].append(c)
+            f = int(fut_of[c])
+            waited_at = int(futures.wait_loc[f]) if 0 <= f < len(futures.wait_loc) else NONE
+            streams[(int(self.loc[c]), waited_at)].append(c)
         return streams
 
     def _ahead_moves(self, stream: list[int], ahead: int) -> dict[int, float]:
@@ -357,7 +366,7 @@ class _Diagnosis:
         """
         lat = self.prog.hw.hbm_latency
         found = []
-        for loc_id, stream in self._streams().items():
+        for (loc_id, _), stream in self._streams().items():
             waited = [c for c in stream if c in self.stall and c not in taken]
             if not any(self.avoidable.get(c, 0) > 0 for c in waited):
                 continue
@@ -621,7 +630,7 @@ class _Diagnosis:
             if g.cmds:
                 found.append((g, self.gain(g)))
                 taken.update(g.cmds)
-        found = [(g, gain) for g, gain in found if gain > 0]
+        found = self._paying(found)
         if len(found) > 1:
             joint = self.gain(*(g for g, _ in found))
             charged = [sum(self.avoidable.get(c, 0) for c in g.cmds) for g, _ in found]
@@ -634,6 +643,27 @@ class _Diagnosis:
         else:
             self.joint = found[0][1] if found else 0
         return [(g, saving) for g, saving in found if saving >= self.floor()]
+
+    def _paying(self, found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
+        """The groups whose fixes pay: those that gain alone, and those that only gain
+        together (a depth-1 pipeline's K and V streams: deepening either alone just
+        queues it ahead of the other on the read channel), kept when they add to the
+        joint gain, each one that adds nothing dropped again."""
+        paying = [(g, gain) for g, gain in found if gain > 0]
+        rest = [(g, gain) for g, gain in found if gain <= 0]
+        if not rest or len(rest) > _MAX_JOINT_TRIALS:
+            return paying
+        base = self.gain(*(g for g, _ in paying)) if paying else 0
+        together = paying + rest
+        best = self.gain(*(g for g, _ in together))
+        if best <= base:
+            return paying
+        for item in rest:
+            trial = [x for x in together if x is not item]
+            gain = self.gain(*(g for g, _ in trial))
+            if gain >= best:
+                together, best = trial, gain
+        return together
 
     def findings(self) -> list[Finding]:
         groups = self.groups()
