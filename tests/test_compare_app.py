@@ -218,3 +218,20 @@ async def test_a_run_cut_short_is_named_before_any_figure(edited_runs, tmp_path)
         assert "B did not complete: the trace was cut off" in header
         assert "A did not complete" not in header
         assert "(figures not comparable)" in header
+
+
+async def test_b_on_a_line_without_a_tl_call_moves_to_the_next_one_as_gdb_does(app):
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        replay = app.replays["a"]
+        file = replay.index.loc(replay.index.commands.loc[0]).file
+        loop, issue = line_of("before", "for j in range"), line_of("before", "tl.load_async")
+        app.toggle_line_breakpoint(file, loop)
+        await pilot.pause()
+        assert [bp.line for bp in replay.breakpoints] == [issue]
+        assert f"breakpoint moved to decode.py:{issue} in A" in app.status
+        assert not app.replays["b"].breakpoints
+        app.toggle_line_breakpoint(file, 10_000)
+        await pilot.pause()
+        assert "no breakpoint set" in app.status
+        assert [bp.line for bp in replay.breakpoints] == [issue]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kbdebug.replay import SourceLine
 from kbdebug.ui import queries
 from kbdebug.ui.breakpoint_dialog import BreakpointDialog
+from kbdebug.ui.line_breakpoints import toggle_line
 from kbdebug.ui.source_view import SourceView
 
 
@@ -30,46 +30,14 @@ class BreakpointActions:
         self.toggle_line_breakpoint(file, line)
 
     def toggle_line_breakpoint(self, file: str, line: int) -> None:
-        """Remove the breakpoints on ``file``:``line``, or add one if there was none."""
-        bps = self.replay.breakpoints
-        here = [
-            bp
-            for bp in bps
-            if isinstance(bp, SourceLine) and bp.line == line and bp.file in (None, file)
-        ]
-        where = f"{queries.short_loc_of(file, line)}"
-        if here:
-            for bp in here:
-                bps.remove(bp)
-            self.status = f"removed the breakpoint at {where}"
-        else:
-            bp = SourceLine(file=file, line=line)
-            hits = len(bp.hits(self.replay))
-            if hits:
-                self.status = f"breakpoint at {where} ({_stops(hits)})"
-            else:
-                # As gdb does: a line that never stops moves the breakpoint to the next
-                # line that does.
-                found = queries.next_breakable_line(self.replay, file, line)
-                if found is None:
-                    self._refuse(f"no tl call at or after {where}: no breakpoint set")
-                    return
-                moved, hits = found
-                if any(
-                    isinstance(b, SourceLine) and b.line == moved and b.file in (None, file)
-                    for b in bps
-                ):
-                    new = queries.short_loc_of(file, moved)
-                    self.status = (
-                        f"no tl call on {where}: {new}, the next line with one, "
-                        "has a breakpoint already"
-                    )
-                    return
-                bp = SourceLine(file=file, line=moved)
-                new = queries.short_loc_of(file, moved)
-                self.status = f"no tl call on {where}: breakpoint moved to {new} ({_stops(hits)})"
-            bps.append(bp)
-        self._breakpoints_changed()
+        """Remove the breakpoints on ``file``:``line``, or add one (gdb-like: see toggle_line)."""
+        done = toggle_line(self.replay, file, line)
+        if done.refused:
+            self._refuse(done.status)
+            return
+        self.status = done.status
+        if done.changed:
+            self._breakpoints_changed()
 
     def action_breakpoints(self) -> None:
         self.push_screen(BreakpointDialog(self.replay), self._breakpoints_edited)
@@ -90,8 +58,3 @@ class BreakpointActions:
     def _breakpoints_changed(self) -> None:
         self.breaks = queries.breakpoint_summary(self.replay)
         self.breakpoint_generation += 1
-
-
-def _stops(hits: int) -> str:
-    """``16 stops in this trace``."""
-    return f"{hits:,} stop{'s' if hits != 1 else ''} in this trace"

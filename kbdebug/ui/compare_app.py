@@ -15,7 +15,7 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from kbdebug.analysis.compare import Change, Comparison, FindingGroups
-from kbdebug.replay import Replay, SourceLine, StalledWait
+from kbdebug.replay import Replay, StalledWait
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
 from kbdebug.ui.breakpoint_dialog import BreakpointDialog
@@ -27,6 +27,7 @@ from kbdebug.ui.compare_layout import CSS, KEYS, NARROW_COLUMNS
 from kbdebug.ui.compare_source import CompareSource
 from kbdebug.ui.compare_timeline import RunCycleClicked, SharedTimeline
 from kbdebug.ui.lanes import build_timeline
+from kbdebug.ui.line_breakpoints import toggle_line
 from kbdebug.ui.loading import LoadingPanel
 from kbdebug.ui.messages import LineChosen, LoadProgressed, TraceLoadFailed
 
@@ -461,24 +462,14 @@ class CompareApp(App[int]):
         self.toggle_line_breakpoint(*here)
 
     def toggle_line_breakpoint(self, file: str, line: int) -> None:
-        """Remove the focused run's breakpoints on ``file``:``line``, or add one."""
-        bps = self.replay().breakpoints
-        here = [
-            bp
-            for bp in bps
-            if isinstance(bp, SourceLine) and bp.line == line and bp.file in (None, file)
-        ]
-        where = f"{queries.short_loc_of(file, line)} in {self.side.upper()}"
-        if here:
-            for bp in here:
-                bps.remove(bp)
-            self.status = f"removed the breakpoint at {where}"
-        else:
-            bp = SourceLine(file=file, line=line)
-            bps.append(bp)
-            hits = len(bp.hits(self.replay()))
-            self.status = f"breakpoint at {where} ({hits} tl calls there): c continues"
-        self.breakpoint_generation += 1
+        """Remove the focused run's breakpoints on ``file``:``line``, or add one (gdb-like)."""
+        done = toggle_line(self.replay(), file, line, f" in {self.side.upper()}")
+        if done.refused:
+            self._refuse(done.status)
+            return
+        self.status = done.status
+        if done.changed:
+            self.breakpoint_generation += 1
 
     def action_breakpoints(self) -> None:
         self.push_screen(BreakpointDialog(self.replay()), self._breakpoints_edited)
