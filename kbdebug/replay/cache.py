@@ -44,6 +44,7 @@ from kbdebug import __version__
 from kbdebug.replay.index import (
     COLUMNS,
     DTYPES,
+    WIDE,
     ChannelTable,
     Columns,
     Commands,
@@ -56,7 +57,8 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"KBDIDX\x00\x01"
 #: Bump when the layout or what is stored changes: older files are then ignored.
-CACHE_FORMAT = 1
+#: 2: columns and positions int32 where their values allow (DTYPES).
+CACHE_FORMAT = 2
 # magic, then: meta length, meta CRC-32, arrays length, arrays CRC-32.
 _PREAMBLE = struct.Struct("<8sQIQI")
 _ALIGN = 64
@@ -386,7 +388,7 @@ def _index(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> TraceIndex:
 
     n = len(arrays["c.kind"])
     for name in COLUMNS:
-        if arrays[f"c.{name}"].dtype != DTYPES[name]:
+        if arrays[f"c.{name}"].dtype not in (DTYPES[name], WIDE):
             raise _Foreign(f"column {name} is {arrays[f'c.{name}'].dtype}")
     columns = table(Columns, "c", n)
     commands = table(Commands, "k", len(arrays["k.issue"]))

@@ -16,6 +16,7 @@ import numpy as np
 from emulator.trace import wire
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.reader import EventTables, Trace
+from emulator.trace.rules import RULES
 from emulator.trace.schema import FIELDS, Kind, field_index
 from kbdebug.replay.tables import (
     _COLUMN_OF_FIELD,
@@ -23,6 +24,7 @@ from kbdebug.replay.tables import (
     COLUMNS,
     DTYPES,
     NONE,
+    WIDE,
     ChannelTable,
     Columns,
     Commands,
@@ -36,6 +38,7 @@ __all__ = [
     "COLUMN_OF_FIELD",
     "DTYPES",
     "NONE",
+    "WIDE",
     "ChannelTable",
     "Columns",
     "Commands",
@@ -67,6 +70,19 @@ _PLACES = {
     )
     for kind, fields in FIELDS.items()
 }
+# Ranges (emulator.trace.rules) the reader bounds within int32: PEs and channels by the
+# format's limits, string and loc ids by the definitions read (see DTYPES). A value of
+# any other range is checked before it goes into a column narrower than int64.
+_BOUNDED = ("pe", "channel", "string", "loc")
+_CHECKED = {
+    kind: tuple(
+        (at, column) for at, column in _PLACES[kind] if RULES[int(kind)][at - 1][2] not in _BOUNDED
+    )
+    for kind in FIELDS
+}
+# Columns every kind has, so never filled with NONE first.
+_ALWAYS = ("time", "pe")
+_SOMETIMES = tuple(name for name in COLUMNS[1:] if name not in _ALWAYS)
 # Where the fields of an ISSUE that have no column are in its record, for the command
 # table: addr, shape, dtype, blocking.
 _ISSUE_ONLY = [3 + field_index(Kind.ISSUE, name) for name in ("addr", "shape", "dtype", "blocking")]
@@ -95,6 +111,7 @@ class IndexBuilder:
         self._issues: list[np.ndarray] = []
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
+        self._checks = self._checks_now()
 
     @staticmethod
     def capacity_for(trace_bytes: int) -> int:
@@ -119,12 +136,15 @@ class IndexBuilder:
         n = len(tables)
         if not n:
             return
+        for kind, (_, rows) in tables.tables.items():
+            for at, column in self._checks.get(kind, ()):
+                self._fit(column, rows[:, at])
         base = self._count
         self._reserve(n)
         self._columns["kind"][base : base + n] = tables.kinds
         cols = {name: self._columns[name][base : base + n] for name in COLUMNS[1:]}
-        for column in cols.values():
-            column.fill(NONE)
+        for name in _SOMETIMES:
+            cols[name].fill(NONE)
         for kind, (at, rows) in tables.tables.items():
             for offset, column in ((1, "time"), (2, "pe"), *_PLACES[kind]):
                 cols[column][at] = rows[:, offset]
@@ -142,6 +162,28 @@ class IndexBuilder:
             issues[:, 4] = rows[:, blocking]
             self._issues.append(issues)
         self._count += n
+
+    def _checks_now(self) -> dict[int, tuple[tuple[int, str], ...]]:
+        """Per kind, the (item, column) pairs to check before they go into the columns:
+        those of an unbounded range whose column is still narrow."""
+        wide = {name for name, column in self._columns.items() if column.dtype == WIDE}
+        checks = {
+            kind: tuple((at, name) for at, name in places if name not in wide)
+            for kind, places in _CHECKED.items()
+        }
+        return {kind: places for kind, places in checks.items() if places}
+
+    def _fit(self, name: str, values: np.ndarray) -> None:
+        """Widen column ``name`` to int64 if any of ``values`` does not fit in it."""
+        column = self._columns[name]
+        limits = np.iinfo(column.dtype)
+        if limits.min <= values.min() and values.max() <= limits.max:
+            return
+        # Only what was written is copied: the room beyond stays unused virtual memory.
+        wide = np.empty(len(column), dtype=WIDE)
+        wide[: self._count] = column[: self._count]
+        self._columns[name] = wide
+        self._checks = self._checks_now()
 
     def _reserve(self, n: int) -> None:
         """Make room for ``n`` more events, growing the columns by half at least."""

@@ -31,19 +31,27 @@ COLUMN_OF_FIELD = {
 }
 _COLUMN_OF_FIELD = COLUMN_OF_FIELD  # the name replay.py used before it was public
 COLUMNS = ("kind", "time", "pe", "cmd", "fut", "chan", "loc", "op", "aux", "val", "nbytes")
+#: The dtype each column is built in. Ids and positions are int32: the reader bounds
+#: PEs (65,536) and channels (65,536) by the format's limits, and string and loc ids by
+#: those defined, which a process cannot hold 2**31 of. Command and future ids, scratch
+#: buffer ids, byte counts and stalled cycles have no such bound: the builder checks
+#: them and widens their column to int64 when one does not fit (``WIDE``), never
+#: letting a value wrap. ``time`` is int64 from the start.
 DTYPES = {
     "kind": np.int8,
     "time": np.int64,
     "pe": np.int32,
-    "cmd": np.int64,
-    "fut": np.int64,
+    "cmd": np.int32,
+    "fut": np.int32,
     "chan": np.int32,
     "loc": np.int32,
     "op": np.int32,
-    "aux": np.int64,
-    "val": np.int64,
-    "nbytes": np.int64,
+    "aux": np.int32,
+    "val": np.int32,
+    "nbytes": np.int32,
 }
+#: What a column of DTYPES widens to when a value does not fit.
+WIDE = np.int64
 
 
 @dataclass
@@ -53,7 +61,8 @@ class Columns:
     ``op`` holds string ids (ISSUE op, OP_LOG op, KERNEL_START name,
     KERNEL_ERROR message); ``aux`` the OP_LOG category string id, the scratch
     buffer id, or the IPCQ peer PE; ``val`` WAIT_END stalled cycles or scratch
-    bytes in use.
+    bytes in use. Each is of its DTYPES dtype, or int64 (see DTYPES): cast to int64
+    before arithmetic that could leave the int32 range.
     """
 
     kind: np.ndarray
