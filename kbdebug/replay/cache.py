@@ -113,11 +113,11 @@ def _file_name(key: str, prefix: str) -> str:
 
 
 def _flat(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """A list of int64 arrays as one array and the bounds of each part."""
+    """A list of int arrays as one array (of their dtype) and the bounds of each part."""
     bounds = np.zeros(len(parts) + 1, dtype=np.int64)
     bounds[1:] = np.cumsum([len(p) for p in parts])
     flat = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    return flat.astype(np.int64, copy=False), bounds
+    return flat, bounds
 
 
 def _split(flat: np.ndarray, bounds: np.ndarray) -> list[np.ndarray]:

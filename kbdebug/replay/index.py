@@ -31,6 +31,7 @@ from kbdebug.replay.tables import (
     Futures,
     LiveTable,
     TraceIndex,
+    position_dtype,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "TraceIndex",
     "_COLUMN_OF_FIELD",
     "build_index",
+    "position_dtype",
 ]
 
 
@@ -60,6 +62,15 @@ _STATUS_KINDS = (
     Kind.DEADLOCK,
 )
 _SCRATCH_KINDS = (Kind.SCRATCH_ALLOC, Kind.SCRATCH_FREE)
+
+
+def kinds_mask(kind: np.ndarray, kinds: Iterable[int]) -> np.ndarray:
+    """Where ``kind`` (a kind column) is one of ``kinds``: a table lookup, which keeps
+    no temporaries wider than the result (np.isin made int64 copies of the column)."""
+    table = np.zeros(256, dtype=bool)
+    table[np.array(list(kinds), dtype=np.int64)] = True
+    return table[kind.view(np.uint8)]
+
 
 # Per kind: (position in the record, column) of each field that has a column.
 _PLACES = {
@@ -83,9 +94,13 @@ _CHECKED = {
 # Columns every kind has, so never filled with NONE first.
 _ALWAYS = ("time", "pe")
 _SOMETIMES = tuple(name for name in COLUMNS[1:] if name not in _ALWAYS)
-# Where the fields of an ISSUE that have no column are in its record, for the command
-# table: addr, shape, dtype, blocking.
-_ISSUE_ONLY = [3 + field_index(Kind.ISSUE, name) for name in ("addr", "shape", "dtype", "blocking")]
+# The fields of an ISSUE that have no column, kept for the command table: where they
+# are in its record, and their dtype there.
+_ISSUE_ONLY = {
+    name: (3 + field_index(Kind.ISSUE, name), dtype)
+    for name, dtype in (("addr", np.int64), ("shape", np.int32), ("dtype", np.int32),
+                        ("blocking", np.int8))
+}  # fmt: skip
 # The smallest event record: a fixarray header, kind, dt and pe of one byte each.
 MIN_EVENT_BYTES = wire.MIN_EVENT_BYTES
 # Columns made room for at once, at most (a file's size allows more on paper): past this
@@ -108,7 +123,8 @@ class IndexBuilder:
 
     def __init__(self, capacity: int = 0) -> None:
         self._columns = {name: np.empty(capacity, dtype=DTYPES[name]) for name in COLUMNS}
-        self._issues: list[np.ndarray] = []
+        # Per ISSUE-only field, its values batch by batch (in the order of the ISSUEs).
+        self._issues: dict[str, list[np.ndarray]] = {name: [] for name in _ISSUE_ONLY}
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
         self._checks = self._checks_now()
@@ -149,18 +165,12 @@ class IndexBuilder:
             for offset, column in ((1, "time"), (2, "pe"), *_PLACES[kind]):
                 cols[column][at] = rows[:, offset]
         if Kind.ISSUE in tables.tables:
-            at, rows = tables.tables[Kind.ISSUE]
+            _, rows = tables.tables[Kind.ISSUE]
             shapes = self._shapes
             ids = np.array([shapes.setdefault(s, len(shapes)) for s in tables.shapes], np.int64)
-            addr, shape, dtype, blocking = _ISSUE_ONLY
-            # The command table's columns: event index, addr, shape id, dtype, blocking.
-            issues = np.empty((len(at), 5), dtype=np.int64)
-            issues[:, 0] = at + base
-            issues[:, 1] = rows[:, addr]
-            issues[:, 2] = ids[rows[:, shape]]
-            issues[:, 3] = rows[:, dtype]
-            issues[:, 4] = rows[:, blocking]
-            self._issues.append(issues)
+            for name, (at, dtype) in _ISSUE_ONLY.items():
+                values = ids[rows[:, at]] if name == "shape" else rows[:, at]
+                self._issues[name].append(values.astype(dtype))
         self._count += n
 
     def _checks_now(self) -> dict[int, tuple[tuple[int, str], ...]]:
@@ -203,8 +213,14 @@ class IndexBuilder:
         source = trace.source
         # Tables are sized by the largest id: bound it before allocating them.
         _check_ids(columns, source)
-        issues = np.concatenate(self._issues) if self._issues else np.empty((0, 5), np.int64)
-        self._issues.clear()
+        issues = {
+            name: np.concatenate(parts) if parts else np.empty(0, dtype)
+            for (name, parts), (_, dtype) in zip(
+                self._issues.items(), _ISSUE_ONLY.values(), strict=True
+            )
+        }
+        for parts in self._issues.values():
+            parts.clear()
         commands = _commands(columns, issues, source)
         futures = _futures(columns, commands, source)
         _check_order(columns, commands, futures, source)
@@ -226,16 +242,21 @@ class IndexBuilder:
 
 
 def _first_at(
-    size: int, keys: np.ndarray, values: np.ndarray, once: str | None = None, source: str = ""
+    size: int,
+    keys: np.ndarray,
+    values: np.ndarray,
+    once: str | None = None,
+    source: str = "",
+    dtype: type = np.int64,
 ) -> np.ndarray:
-    """An int64 array of ``size`` filled with -1, with ``values`` at ``keys`` (the first
-    value wins where a key repeats; keys outside 0..size-1 are dropped).
+    """An array of ``size`` (of ``dtype``) filled with -1, with ``values`` at ``keys``
+    (the first value wins where a key repeats; keys outside 0..size-1 are dropped).
 
     With ``once`` (``values`` being event indices), a key may not repeat: the emulator
     issues, grants, waits... each command or future once, so a repeat is a duplicated
     record, refused with TraceFormatError naming the second event and ``once``.
     """
-    out = np.full(size, NONE, dtype=np.int64)
+    out = np.full(size, NONE, dtype=dtype)
     ok = (keys >= 0) & (keys < size)
     if not ok.all():
         keys, values = keys[ok], values[ok]
@@ -264,7 +285,8 @@ def _events_by(
     """Per id 0..size-1, the event of ``kind`` whose ``key`` column names it (what: the
     id's name for the error a duplicate gets)."""
     where = np.flatnonzero(c.kind == kind)
-    return _first_at(size, key[where], where, f"{kind.name} of {what}", source)
+    dtype = position_dtype(len(c.kind))
+    return _first_at(size, key[where], where, f"{kind.name} of {what}", source, dtype)
 
 
 def _check_ids(c: Columns, source: str) -> None:
@@ -282,7 +304,7 @@ def _check_ids(c: Columns, source: str) -> None:
             )
 
 
-_END_KINDS = np.array([Kind.KERNEL_END, Kind.KERNEL_ERROR, Kind.DEADLOCK], dtype=np.int8)
+_END_KINDS = (Kind.KERNEL_END, Kind.KERNEL_ERROR, Kind.DEADLOCK)
 
 
 def _n_pes(c: Columns) -> int:
@@ -341,7 +363,7 @@ def _check_order(c: Columns, k: Commands, f: Futures, source: str) -> None:
     start = _first_at(
         _n_pes(c), c.pe[starts].astype(np.int64), starts, "KERNEL_START on PE", source
     )
-    ends = np.flatnonzero(np.isin(c.kind, _END_KINDS))
+    ends = np.flatnonzero(kinds_mask(c.kind, _END_KINDS))
     early = ends[ends < start[c.pe[ends]]]
     if len(early):
         raise TraceFormatError(
@@ -360,36 +382,43 @@ def _check_order(c: Columns, k: Commands, f: Futures, source: str) -> None:
     )
 
 
-def _commands(c: Columns, issues: np.ndarray, source: str = "<trace>") -> Commands:
-    # issues columns: event index, addr, shape id, dtype, blocking
+def _commands(c: Columns, issues: dict[str, np.ndarray], source: str = "<trace>") -> Commands:
+    """The command table; ``issues`` holds the ISSUE-only fields, in the ISSUEs' order."""
     size = int(c.cmd.max()) + 1 if len(c.cmd) else 0
-    where = issues[:, 0]
+    position = position_dtype(len(c.kind))
+    where = np.flatnonzero(c.kind == Kind.ISSUE)
     cmd = c.cmd[where]
-    _first_at(size, cmd, where, "ISSUE of command", source)  # refuses a command issued twice
-    # So each command in range has one ISSUE.
-    keep = np.flatnonzero((cmd >= 0) & (cmd < size))
-    keys = cmd[keep]
+    if len(cmd) == size and (cmd == np.arange(size, dtype=cmd.dtype)).all():
+        # Issued in id order, each once (as the emulator numbers them): no scatter.
+        def by_cmd(values: np.ndarray, dtype: type = position) -> np.ndarray:
+            return values.astype(dtype)
 
-    def by_cmd(values: np.ndarray) -> np.ndarray:
-        out = np.full(size, NONE, dtype=np.int64)
-        out[keys] = values[keep]
-        return out
+    else:
+        _first_at(size, cmd, where, "ISSUE of command", source)  # refuses one issued twice
+        # So each command in range has one ISSUE.
+        keep = np.flatnonzero((cmd >= 0) & (cmd < size))
+        keys = cmd[keep]
+
+        def by_cmd(values: np.ndarray, dtype: type = position) -> np.ndarray:
+            out = np.full(size, NONE, dtype=dtype)
+            out[keys] = values[keep]
+            return out
 
     request = _events_by(c, Kind.CHAN_REQUEST, c.cmd, size, "command", source)
-    channel = np.full(size, NONE, dtype=np.int64)
+    channel = np.full(size, NONE, dtype=np.int32)
     has = request >= 0
     channel[has] = c.chan[request[has]]
     return Commands(
         issue=by_cmd(where),
-        pe=by_cmd(c.pe[where]),
-        op=by_cmd(c.op[where]),
+        pe=by_cmd(c.pe[where], np.int32),
+        op=by_cmd(c.op[where], np.int32),
         future=by_cmd(c.fut[where]),
-        addr=by_cmd(issues[:, 1]),
-        nbytes=by_cmd(c.nbytes[where]),
-        shape=by_cmd(issues[:, 2]),
-        dtype=by_cmd(issues[:, 3]),
-        blocking=by_cmd(issues[:, 4]),
-        loc=by_cmd(c.loc[where]),
+        addr=by_cmd(issues["addr"], np.int64),
+        nbytes=by_cmd(c.nbytes[where], np.int64),
+        shape=by_cmd(issues["shape"], np.int32),
+        dtype=by_cmd(issues["dtype"], np.int32),
+        blocking=by_cmd(issues["blocking"], np.int8),
+        loc=by_cmd(c.loc[where], np.int32),
         channel=channel,
         request=request,
         grant=_events_by(c, Kind.CHAN_GRANT, c.cmd, size, "command", source),
@@ -399,8 +428,7 @@ def _commands(c: Columns, issues: np.ndarray, source: str = "<trace>") -> Comman
 
 
 def _futures(c: Columns, k: Commands, source: str = "<trace>") -> Futures:
-    ids = np.concatenate([k.future, c.fut])
-    size = int(ids.max()) + 1 if len(ids) and ids.max() >= 0 else 0
+    size = max(int(k.future.max(initial=NONE)), int(c.fut.max(initial=NONE))) + 1
     with_future = np.flatnonzero(k.future >= 0)
     cmd = _first_at(size, k.future[with_future], with_future)
     issued = np.bincount(k.future[with_future], minlength=size)
@@ -464,16 +492,17 @@ def _never_as(events: np.ndarray, never: int) -> np.ndarray:
 def _per_entity(index: TraceIndex) -> None:
     c = index.columns
     n_pes, n = index.n_pes, index.n_events
+    position = position_dtype(n)
     for mask, out in (
         (c.loc >= 0, index.pe_loc_events),
-        (np.isin(c.kind, np.array(_STATUS_KINDS, dtype=np.int8)), index.pe_status_events),
-        (np.isin(c.kind, np.array(_SCRATCH_KINDS, dtype=np.int8)), index.pe_scratch_events),
+        (kinds_mask(c.kind, _STATUS_KINDS), index.pe_status_events),
+        (kinds_mask(c.kind, _SCRATCH_KINDS), index.pe_scratch_events),
     ):
-        events = np.flatnonzero(mask)
+        events = np.flatnonzero(mask).astype(position)
         out.extend(_split_by(c.pe[events], events, n_pes))
 
     k = index.commands
-    with_channel = np.flatnonzero(k.channel >= 0)
+    with_channel = np.flatnonzero(k.channel >= 0).astype(position)
     with_channel = with_channel[np.argsort(k.request[with_channel], kind="stable")]
     for cmds in _split_by(k.channel[with_channel], with_channel, len(index.channels)):
         index.channel_cmds.append(cmds)
@@ -501,7 +530,7 @@ def _per_entity(index: TraceIndex) -> None:
         unresolved_issue=f.issue[unresolved],
     )
 
-    ops = np.flatnonzero(c.kind == Kind.OP_LOG)
+    ops = np.flatnonzero(c.kind == Kind.OP_LOG).astype(position)
     if len(ops):
         radix = len(index.strings) + 1
         keys = c.aux[ops].astype(np.int64) * radix + c.op[ops]

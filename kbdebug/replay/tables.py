@@ -54,6 +54,12 @@ DTYPES = {
 WIDE = np.int64
 
 
+def position_dtype(n_events: int) -> type[np.signedinteger]:
+    """The dtype of event indices, and of command and future ids (below the number of
+    events), in the tables of a trace of ``n_events`` events: int32 when they fit."""
+    return np.int32 if n_events < 2**31 else np.int64
+
+
 @dataclass
 class Columns:
     """One numpy array per event attribute, -1 where an event has no such field.
@@ -80,7 +86,12 @@ class Columns:
 
 @dataclass
 class Commands:
-    """Every command, indexed by command id; event indices are -1 when absent."""
+    """Every command, indexed by command id; event indices are -1 when absent.
+
+    ``addr`` and ``nbytes`` are int64, ``blocking`` int8 (0 or 1), the rest of
+    ``position_dtype`` (ids and event indices) or int32 (string, loc, shape, PE and
+    channel ids): cast to int64 before arithmetic that could leave the int32 range.
+    """
 
     issue: np.ndarray
     pe: np.ndarray
