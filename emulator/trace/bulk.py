@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulator.trace import wire
-from emulator.trace.schema import FIELDS, Kind
+from emulator.trace.schema import COMPOUNDS, FIELDS, Kind
 
 # Token classes.
 _INT, _BOOL, _ARRAY, _OTHER = 0, 1, 2, 3
@@ -54,17 +54,34 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 _LENGTH, _CLASS, _ITEMS, _FIXED_VALUE = _tables()
-# Per event kind: the record's item count.
-_WIDTH = {int(kind): 3 + len(fields) for kind, fields in FIELDS.items()}
+# Per event kind or compound record code (format 1.2): the kinds of the events a record
+# stands for, and its item count.
+_COMPONENTS = {int(kind): (int(kind),) for kind in FIELDS} | {
+    code: tuple(int(kind) for kind in kinds) for code, kinds in COMPOUNDS.items()
+}
+_WIDTH = {
+    code: 3 + sum(len(FIELDS[Kind(kind)]) for kind in kinds) for code, kinds in _COMPONENTS.items()
+}
 _SHAPE_AT = 3 + [name for name, _ in FIELDS[Kind.ISSUE]].index("shape")
 _BOOL_AT = 3 + [tag for _, tag in FIELDS[Kind.ISSUE]].index("bool")
-# Only an ISSUE has a bool or a shape: the others are all ints on the wire.
+# Only an ISSUE has a bool or a shape: the others are all ints on the wire. A compound
+# has an ISSUE first or not at all, so its shape and bool sit where an ISSUE has them.
 assert [k for k, fields in FIELDS.items() if any(t in ("bool", "shape") for _, t in fields)] == [
     Kind.ISSUE
 ]
+assert all(Kind.ISSUE not in kinds[1:] for kinds in COMPOUNDS.values())
+_ISSUE_CODES = [code for code, kinds in _COMPONENTS.items() if kinds[0] == Kind.ISSUE]
 _MAX_KIND = 128
 _KNOWN = np.zeros(_MAX_KIND, dtype=bool)
-_KNOWN[list(_WIDTH)] = True
+_KNOWN[list(FIELDS)] = True
+_KNOWN_WITH_COMPOUNDS = _KNOWN.copy()
+_KNOWN_WITH_COMPOUNDS[list(COMPOUNDS)] = True
+_WIDTHS = np.zeros(_MAX_KIND, dtype=np.int64)
+_EVENTS = np.zeros(_MAX_KIND, dtype=np.int64)  # events a record of each code stands for
+for _code, _kinds in _COMPONENTS.items():
+    _WIDTHS[_code], _EVENTS[_code] = _WIDTH[_code], len(_kinds)
+_IS_ISSUE = np.zeros(_MAX_KIND, dtype=bool)
+_IS_ISSUE[_ISSUE_CODES] = True
 # Shapes of a block told apart one by one before sorting the rest (see _issue_rows).
 _FEW_SHAPES = 16
 
@@ -171,8 +188,10 @@ def _values(
     return values, big
 
 
-def scan_block(block: bytes | bytearray | memoryview) -> BlockScan:
-    """Scan ``block``, which starts at a record boundary (see the module docstring)."""
+def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -> BlockScan:
+    """Scan ``block``, which starts at a record boundary (see the module docstring);
+    with ``compounds`` (a file of format 1.2 or later), compound records are events too,
+    each split into the events it stands for."""
     n = len(block)
     empty = BlockScan(0, False, False, np.empty(0, np.int8), {}, [], [])
     if not n:
@@ -223,76 +242,117 @@ def scan_block(block: bytes | bytearray | memoryview) -> BlockScan:
     has_kind = (cls[starts] == _ARRAY) & (record_tokens >= 2) & (first[kind_token] < 0x80)
     kinds = np.where(has_kind, values[kind_token], -1)
     n_items = _ITEMS[head]
-    is_event = (kinds > 0) & _KNOWN[np.clip(kinds, 0, _MAX_KIND - 1)]
+    known = _KNOWN_WITH_COMPOUNDS if compounds else _KNOWN
+    is_event = (kinds > 0) & known[np.clip(kinds, 0, _MAX_KIND - 1)]
     is_definition = has_kind & np.isin(kinds, _DEFINITIONS)
     ok = is_definition.copy()
-    rows_of: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+    # Per code: the records of it that are fine, and their rows.
+    rows_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     shapes: list[tuple[int, ...]] = []
-    for kind in np.flatnonzero(np.bincount(kinds[is_event], minlength=_MAX_KIND)).tolist():
-        width = _WIDTH[kind]
-        records = np.flatnonzero(kinds == kind)
-        good = n_items[records] == width
-        if kind == Kind.ISSUE:
-            good &= (record_tokens[records] >= width + 1) & (not_ints[records] == 3)
-            records = records[good]
-            rows, shape_ids, fine, shapes = _issue_rows(
-                starts[records], record_tokens[records], first, cls, values
-            )
-            records, rows, shape_ids = records[fine], rows[fine], shape_ids[fine]
-        else:
-            good &= (record_tokens[records] == width + 1) & (not_ints[records] == 1)
-            records = records[good]
-            rows, shape_ids = values[starts[records][:, None] + 1 + np.arange(width)], None
+    present = np.flatnonzero(np.bincount(kinds[is_event], minlength=_MAX_KIND)).tolist()
+    issue_codes = [code for code in present if _IS_ISSUE[code]]
+    if issue_codes:
+        # ISSUEs and the compounds that start with one, together: their shapes are
+        # numbered in order of first use across all of them.
+        records = np.flatnonzero(_IS_ISSUE[np.clip(kinds, 0, _MAX_KIND - 1)] & is_event)
+        widths = _WIDTHS[kinds[records]]
+        good = (n_items[records] == widths) & (record_tokens[records] >= widths + 1)
+        good &= not_ints[records] == 3
+        records, widths = records[good], widths[good]
+        dims, shape_ids, fine, shapes = _issue_shapes(
+            starts[records], record_tokens[records], widths, first, cls, values
+        )
+        for code in issue_codes:
+            mine = fine & (kinds[records] == code)
+            at = starts[records[mine]][:, None] + 1 + np.arange(_WIDTH[code])
+            at[:, _SHAPE_AT + 1 :] += dims[mine][:, None]
+            rows = values[at]
+            rows[:, _SHAPE_AT] = shape_ids[mine]
+            ok[records[mine]] = True
+            rows_of[code] = (records[mine], rows)
+    for code in present:
+        if _IS_ISSUE[code]:
+            continue
+        width = _WIDTH[code]
+        records = np.flatnonzero(kinds == code)
+        good = (n_items[records] == width) & (record_tokens[records] == width + 1)
+        good &= not_ints[records] == 1
+        records = records[good]
         ok[records] = True
-        rows_of[kind] = (records, rows, shape_ids)
+        rows_of[code] = (records, values[starts[records][:, None] + 1 + np.arange(width)])
     bad = np.flatnonzero(~ok)
     used = int(bad[0]) if len(bad) else count
-    events = is_event[:used] & ok[:used]
-    event_at = np.cumsum(events) - 1  # position among the events of each record
-    tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for kind, (records, rows, shape_ids) in rows_of.items():
+    # Per record, the events it stands for (a compound's several), and the position
+    # of its first among the block's events (of a definition: the events before it).
+    counts = np.where(is_event[:used] & ok[:used], _EVENTS[np.clip(kinds[:used], 0, None)], 0)
+    event_at = np.cumsum(counts)
+    n_events = int(event_at[-1]) if used else 0
+    event_at -= counts
+    event_kinds = np.empty(n_events, dtype=np.int8)
+    parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for code, (records, rows) in rows_of.items():
         inside = records < used
         if not inside.any():
             continue
-        rows = rows[inside]
-        if shape_ids is not None:
-            rows[:, _SHAPE_AT] = shape_ids[inside]
-        tables[kind] = (event_at[records[inside]], rows)
+        at, rows = event_at[records[inside]], rows[inside]
+        components = _COMPONENTS[code]
+        if len(components) == 1:
+            event_kinds[at] = code
+            parts.setdefault(code, []).append((at, rows))
+            continue
+        item = 3
+        for j, kind in enumerate(components):
+            width = _WIDTH[kind]
+            part = np.empty((len(rows), width), dtype=np.int64)
+            part[:, 0] = kind
+            part[:, 1] = rows[:, 1] if j == 0 else 0
+            part[:, 2] = rows[:, 2]
+            part[:, 3:] = rows[:, item : item + width - 3]
+            item += width - 3
+            event_kinds[at + j] = kind
+            parts.setdefault(kind, []).append((at + j, part))
+    tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for kind, pieces in parts.items():
+        if len(pieces) == 1:
+            tables[kind] = pieces[0]
+            continue
+        at = np.concatenate([at for at, _ in pieces])
+        order = np.argsort(at, kind="stable")
+        tables[kind] = (at[order], np.concatenate([rows for _, rows in pieces])[order])
     definitions = [
-        (int(event_at[r]) + 1, int(offsets[r]), int(offsets[r + 1]))
+        (int(event_at[r]), int(offsets[r]), int(offsets[r + 1]))
         for r in np.flatnonzero(is_definition[:used]).tolist()
     ]
     return BlockScan(
         stop=int(offsets[used]),
         unusual=used < count,
         foreign=used == count and bool(len(foreign)),
-        kinds=kinds[:used][events].astype(np.int8),
+        kinds=event_kinds,
         tables=tables,
         shapes=shapes,
         definitions=definitions,
     )
 
 
-def _issue_rows(
+def _issue_shapes(
     starts: np.ndarray,
     record_tokens: np.ndarray,
+    widths: np.ndarray,
     first: np.ndarray,
     cls: np.ndarray,
     values: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
-    """ISSUE records' rows, shape ids, which are fine, and the shapes the ids index
-    (numbered in order of first use, as the record-by-record path numbers them)."""
-    width = _WIDTH[Kind.ISSUE]
+    """Of records that start with an ISSUE's items (``widths`` items each, a shape
+    counting as one): the length of each one's shape, its shape id, which are fine,
+    and the shapes the ids index (numbered in order of first use, as the
+    record-by-record path numbers them)."""
     m = len(starts)
     shape_token = starts + 1 + _SHAPE_AT
     dims = _ITEMS[first[shape_token]].astype(np.int64)
-    fine = (cls[shape_token] == _ARRAY) & (record_tokens == width + 1 + dims)
+    fine = (cls[shape_token] == _ARRAY) & (record_tokens == widths + 1 + dims)
     dims[~fine] = 0
-    column = np.arange(width)
-    at = starts[:, None] + 1 + column + np.where(column > _SHAPE_AT, dims[:, None], 0)
     # Its three tokens that are not ints (see scan_block) are the headers and the bool.
-    fine &= cls[at[:, _BOOL_AT]] == _BOOL
-    rows = values[at]
+    fine &= cls[starts + 1 + _BOOL_AT + dims] == _BOOL
     shape_ids = np.zeros(m, dtype=np.int64)
     shapes: list[tuple[int, ...]] = []
     first_use: list[int] = []
@@ -324,4 +384,4 @@ def _issue_rows(
     rank[order] = np.arange(len(order))
     if len(order):
         shape_ids[fine] = rank[shape_ids[fine]]
-    return rows, shape_ids, fine, [shapes[i] for i in order.tolist()]
+    return dims, shape_ids, fine, [shapes[i] for i in order.tolist()]

@@ -263,6 +263,7 @@ class Parser(RecordChecks):
                         if self.footer is not None:
                             break
                         continue
+                    valid = True
                 time += record[1]
                 if time > MAX_CYCLES:
                     self.fail(
@@ -270,9 +271,17 @@ class Parser(RecordChecks):
                         start,
                         index,
                     )
-                record[1] = time
-                append(record)
-                index += 1
+                if valid is True:
+                    record[1] = time
+                    append(record)
+                    index += 1
+                else:
+                    # A compound record (format 1.2): its check gave the events it stands
+                    # for, all at its time.
+                    for event in valid:
+                        event[1] = time
+                        append(event)
+                    index += len(valid)
         finally:
             self.time = time
             # Where a msgpack error surfaces: the start of the object being unpacked.
@@ -291,6 +300,7 @@ class Parser(RecordChecks):
         exact path has to read past before the fast path takes over again.
         """
         buf = bytearray(kept)
+        compounds = self.version is not None and self.version >= (1, 2)
         # Bytes scanned at once: a block, but fewer after a definition, growing back,
         # so that definitions close together do not each cost a scan of a block.
         window = BULK_BYTES
@@ -301,7 +311,7 @@ class Parser(RecordChecks):
                     total = fed  # the file shrank while being read: it ends here
                 buf += chunk
                 fed += len(chunk)
-            scan = scan_block(buf[:window])
+            scan = scan_block(buf[:window], compounds)
             if scan.stop and not self.apply_scan(scan, buf, pos):
                 # An event out of range: the exact path reads the block again, to name it.
                 self.resume_at = pos + scan.stop - 1

@@ -8,10 +8,12 @@ from typing import Any, NoReturn
 from emulator.trace import wire
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.rules import (
+    COMPOUND_RULES,
     INT64_MAX,
     MAX_CYCLES,
     RULES,
     brief,
+    compound_name,
     describe,
     is_shape,
     make_checks,
@@ -44,6 +46,8 @@ class RecordChecks:
             self.fail(f"record kind must be an int, got {describe(code)}", start)
         if code in RULES:
             return self.checked_event(record, start)
+        if code in COMPOUND_RULES and self.version is not None and self.version >= (1, 2):
+            self.bad_compound(record, start)
         if code == wire.DEFINE_STRING:
             self.define_string(record, start)
         elif code == wire.DEFINE_LOC:
@@ -83,6 +87,33 @@ class RecordChecks:
             if problem is not None:
                 self.fail(f"{kind.name} {name} {problem}", start, index)
         return record
+
+    def bad_compound(self, record: list[Any], start: int) -> NoReturn:
+        """Fail, naming the first thing wrong with compound ``record``, which its check
+        refused (the event index is its first event's). Unlike an event, a compound
+        takes no extra fields, even from a newer minor version: its components' fields
+        are concatenated, so one added to a component would shift all after it."""
+        code = record[0]
+        rules = COMPOUND_RULES[code]
+        index = self.event_records
+        if len(record) != 1 + len(rules):
+            self.fail(
+                f"{compound_name(code)} has {len(record) - 3} fields, expected {len(rules) - 2}",
+                start,
+                index,
+            )
+        for value, (name, wanted, range_) in zip(record[1:], rules, strict=True):
+            if type(value) is not wanted:
+                self.fail(
+                    f"{compound_name(code)}: {name} is {describe(value)},"
+                    f" expected {wanted.__name__}",
+                    start,
+                    index,
+                )
+            problem = self.range_problem(range_, value)
+            if problem is not None:
+                self.fail(f"{compound_name(code)}: {name} {problem}", start, index)
+        self.fail(f"{compound_name(code)} is invalid", start, index)
 
     def range_problem(self, range_: str | None, value: Any) -> str | None:
         """What is wrong with a field ``value`` checked against ``range_`` (see RULES)."""
@@ -224,6 +255,10 @@ class RecordChecks:
         self.header = header
         self.version = (major, minor)
         self.checks, self.defined = make_checks(self.n_pes, self.n_channels, self.max_id)
+        if self.version < (1, 2):
+            # Compound records came with 1.2: in an older file their codes are unknown.
+            for code in COMPOUND_RULES:
+                del self.checks[code]
         self.fast = self.on_tables is not None and not self.lenient
 
     def read_channels(self, channels: Any, start: int) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from emulator.trace import wire
-from emulator.trace.schema import FIELDS, Kind
+from emulator.trace.schema import COMPOUNDS, FIELDS, Kind
 
 INT64_MAX = 2**63 - 1
 MAX_CYCLES = wire.MAX_CYCLES
@@ -35,6 +35,27 @@ _INT_RANGES = {
 _FUTURE_OR_NONE = (Kind.ISSUE, Kind.COMPLETE, Kind.DEADLOCK, Kind.HOST_READ)
 
 
+def _item_rules(kind: Kind) -> list[tuple[str, type, str | None]]:
+    """How each field of ``kind`` (after kind, time and pe) is checked: (name, wire type,
+    range)."""
+    items: list[tuple[str, type, str | None]] = []
+    for name, tag in FIELDS[kind]:
+        if tag == "int":
+            range_ = _INT_RANGES.get(name, "int64")
+            if name == "future" and kind in _FUTURE_OR_NONE:
+                range_ = "id_or_none"
+            items.append((name, int, range_))
+        elif tag == "bool":
+            items.append((name, bool, None))
+        elif tag == "str":
+            items.append((name, int, "string"))
+        elif tag == "loc":
+            items.append((name, int, "loc"))
+        else:
+            items.append((name, list, "shape"))
+    return items
+
+
 def _field_rules() -> dict[int, tuple[tuple[str, type, str | None], ...]]:
     """Per kind, how each item after the kind is checked: (name, wire type, range).
 
@@ -47,28 +68,35 @@ def _field_rules() -> dict[int, tuple[tuple[str, type, str | None], ...]]:
     commands issued, each of which has an ISSUE event, so an id is below the number
     of events the file can hold; replay sizes its tables by the largest id).
     """
-    rules = {}
-    for kind, fields in FIELDS.items():
-        items: list[tuple[str, type, str | None]] = [("time", int, "time"), ("pe", int, "pe")]
-        for name, tag in fields:
-            if tag == "int":
-                range_ = _INT_RANGES.get(name, "int64")
-                if name == "future" and kind in _FUTURE_OR_NONE:
-                    range_ = "id_or_none"
-                items.append((name, int, range_))
-            elif tag == "bool":
-                items.append((name, bool, None))
-            elif tag == "str":
-                items.append((name, int, "string"))
-            elif tag == "loc":
-                items.append((name, int, "loc"))
-            else:
-                items.append((name, list, "shape"))
-        rules[int(kind)] = tuple(items)
-    return rules
+    common = [("time", int, "time"), ("pe", int, "pe")]
+    return {int(kind): tuple(common + _item_rules(kind)) for kind in FIELDS}
+
+
+def _compound_rules() -> dict[int, tuple[tuple[str, type, str | None], ...]]:
+    """Per compound record code (format 1.2), its items after the code as RULES gives
+    them: time, pe, then each component's fields, named "KIND field"."""
+    common = [("time", int, "time"), ("pe", int, "pe")]
+    return {
+        code: tuple(
+            common
+            + [
+                (f"{kind.name} {name}", wanted, range_)
+                for kind in kinds
+                for name, wanted, range_ in _item_rules(kind)
+            ]
+        )
+        for code, kinds in COMPOUNDS.items()
+    }
+
+
+def compound_name(code: int) -> str:
+    """How an error names compound record ``code``: its code and its components."""
+    return f"compound record {code} ({'+'.join(kind.name for kind in COMPOUNDS[code])})"
 
 
 RULES = _field_rules()
+# Compound record codes (format 1.2) and how their items are checked (see _compound_rules).
+COMPOUND_RULES = _compound_rules()
 
 _RANGE_TESTS = {
     "time": "0 <= {v}",
@@ -99,6 +127,9 @@ def _compile_checks(
     """Compile, from RULES, ``make_checks(n_pes, n_channels, max_id)`` returning per kind a
     ``check(record) -> bool`` that is True for a valid event record, and
     ``defined(n_strings, n_locs)`` to call whenever a string or loc is defined.
+    Per compound record code (COMPOUND_RULES), the check returns False or, for a valid
+    record, the events it stands for: ``[kind, dt, pe, *fields]`` each, the first
+    with the record's dt, the others with 0.
 
     Each check unpacks the record into ``v0, v1, ...`` (a ValueError if its length
     is wrong) and tests one generated boolean expression, e.g. ``type(v0) is int and
@@ -118,21 +149,37 @@ def _compile_checks(
         "        n_strings, n_locs = strings, locs",
         "    checks = {}",
     ]
-    for code, rules in RULES.items():
+    for code, rules in (RULES | COMPOUND_RULES).items():
         names = [f"v{at}" for at in range(len(rules) + 1)]
         terms = ["type(v0) is int"]
         for name, (_, wanted, range_) in zip(names[1:], rules, strict=True):
             terms.append(f"type({name}) is {(array if wanted is list else wanted).__name__}")
             if range_ is not None and (ranges or range_ == "shape"):
                 terms.append(_RANGE_TESTS[range_].format(v=name))
-        lines.append(f"    def check_{Kind(code).name}(r):")
+        lines.append(f"    def check_{code}(r):")
         lines.append(f"        {', '.join(names)}, = r")
-        lines.append(f"        return {' and '.join(terms)}")
-        lines.append(f"    checks[{code}] = check_{Kind(code).name}")
+        if code in RULES:
+            lines.append(f"        return {' and '.join(terms)}")
+        else:
+            lines.append(f"        return {' and '.join(terms)} and {_expansion(code, names)}")
+        lines.append(f"    checks[{code}] = check_{code}")
     lines.append("    return checks, defined")
     namespace = {"INT64_MAX": INT64_MAX, "MAX_CYCLES": MAX_CYCLES, "is_shape": is_shape}
     exec("\n".join(lines), namespace)
     return namespace["make_checks"]
+
+
+def _expansion(code: int, names: list[str]) -> str:
+    """The expression of the events compound record ``code`` unpacked as ``names``
+    stands for (see _compile_checks)."""
+    events = []
+    at = 3
+    for j, kind in enumerate(COMPOUNDS[code]):
+        width = len(FIELDS[kind])
+        items = [str(int(kind)), "v1" if j == 0 else "0", "v2", *names[at : at + width]]
+        events.append(f"[{', '.join(items)}]")
+        at += width
+    return f"[{', '.join(events)}]"
 
 
 make_checks = _compile_checks()
