@@ -5,8 +5,10 @@ from __future__ import annotations
 # The header's "format" value: a file whose first object is not a map with it is not a trace.
 FORMAT_NAME = "kbt"
 
-# (major, minor) written by TraceWriter. A minor bump only adds what older readers may skip.
-FORMAT_VERSION = (1, 1)
+# (major, minor) written by TraceWriter and read by this reader. A minor bump adds what
+# older readers skip (1.2's compound records are skipped, and the footer's count then
+# refuses the file: see traces/FORMAT.md, Versions).
+FORMAT_VERSION = (1, 2)
 
 # Record codes outside the event kinds of emulator.trace.schema.Kind.
 DEFINE_STRING = 0  # [0, text]: the next string id
