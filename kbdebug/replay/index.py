@@ -257,12 +257,15 @@ def _first_at(
     record, refused with TraceFormatError naming the second event and ``once``.
     """
     out = np.full(size, NONE, dtype=dtype)
-    ok = (keys >= 0) & (keys < size)
-    if not ok.all():
+    if not len(keys):
+        return out
+    if keys.min() < 0 or keys.max() >= size:
+        ok = (keys >= 0) & (keys < size)
         keys, values = keys[ok], values[ok]
-    # Keys are almost always unique: counting them is linear, sorting them is not.
-    if not len(keys) or np.bincount(keys, minlength=size).max() <= 1:
-        out[keys] = values
+    out[keys] = values
+    # Keys are almost always unique: where one repeats, a later value overwrote the first,
+    # which reading back finds without sorting or counting them.
+    if (out[keys] == values).all():
         return out
     unique, first = np.unique(keys, return_index=True)
     if once is not None and len(unique) < len(keys):
