@@ -29,6 +29,9 @@ from emulator.trace.schema import COMPOUNDS, FIELDS, Kind
 
 # Token classes.
 _INT, _BOOL, _ARRAY, _OTHER = 0, 1, 2, 3
+# The header of an array of 16 to 65535 items (a compound record of 16 items or more),
+# its count in the next 2 bytes; a fixarray holds up to 15.
+_ARRAY16 = 0xDC
 # Rounds of "the real tokens are the ends of real tokens" before following the jumps
 # by doubling instead (real traces settle in a handful; see _token_starts).
 MAX_ROUNDS = 16
@@ -41,10 +44,11 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     the value of a one-byte int or bool."""
     length = np.ones(256, dtype=np.int64)
     length[0xCC:0xD4] = (2, 3, 5, 9, 2, 3, 5, 9)  # uint 8..64, int 8..64
+    length[_ARRAY16] = 3
     cls = np.full(256, _OTHER, dtype=np.int8)
     cls[0x00:0x80] = cls[0xE0:0x100] = cls[0xCC:0xD4] = _INT
     cls[0xC2:0xC4] = _BOOL
-    cls[0x90:0xA0] = _ARRAY
+    cls[0x90:0xA0] = cls[_ARRAY16] = _ARRAY
     items = np.zeros(256, dtype=np.int32)
     items[0x90:0xA0] = np.arange(16)
     value = np.arange(256, dtype=np.int64)
@@ -82,6 +86,26 @@ for _code, _kinds in _COMPONENTS.items():
     _WIDTHS[_code], _EVENTS[_code] = _WIDTH[_code], len(_kinds)
 _IS_ISSUE = np.zeros(_MAX_KIND, dtype=bool)
 _IS_ISSUE[_ISSUE_CODES] = True
+
+
+def _layouts() -> dict[int, tuple[tuple[int, np.ndarray, np.ndarray], ...]]:
+    """Per code, per event its record stands for: the event's kind, the positions of its
+    items ``[kind, dt, pe, *fields]`` among the record's items (the first being the
+    code), and which of them come after an ISSUE's shape (shifted by its length)."""
+    layouts = {}
+    for code, kinds in _COMPONENTS.items():
+        events, at = [], 3
+        for kind in kinds:
+            width = len(FIELDS[Kind(kind)])
+            columns = np.array([0, 1, 2, *range(at, at + width)], dtype=np.int64)
+            has_shape = _IS_ISSUE[code]
+            events.append((kind, columns, has_shape & (columns > _SHAPE_AT)))
+            at += width
+        layouts[code] = tuple(events)
+    return layouts
+
+
+_LAYOUT = _layouts()
 # Shapes of a block told apart one by one before sorting the rest (see _issue_rows).
 _FEW_SHAPES = 16
 
@@ -118,7 +142,8 @@ def _read_be(data: np.ndarray, at: np.ndarray, size: int) -> np.ndarray:
 def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     """The offsets of the tokens of ``data[:n]`` read from 0, all ints, bools and
     fixarray headers (the first of another type is read as one byte)."""
-    candidates = np.flatnonzero(np.subtract(data[:n], 0xCC, dtype=np.uint8) < 8)
+    marker = np.subtract(data[:n], 0xCC, dtype=np.uint8)
+    candidates = np.flatnonzero((marker < 8) | (marker == _ARRAY16 - 0xCC))
     ends = candidates + _LENGTH[data[candidates]]
     count = len(candidates)
     # From one candidate, the bytes up to the next one are one-byte tokens: the real
@@ -212,7 +237,11 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
         empty.foreign = True
         return empty
     # A top-level object starts where the items still owed reach a new low.
-    owed = _ITEMS[first] - 1  # int32: a fixarray has 15 items at most
+    items = _ITEMS[first]  # int32: an array has 65535 items at most
+    long_arrays = np.flatnonzero(first == _ARRAY16)
+    if len(long_arrays):
+        items[long_arrays] = _read_be(data, tokens[long_arrays] + 1, 2).astype(np.int32)
+    owed = items - 1
     before = np.cumsum(owed, dtype=np.int32)
     before -= owed
     low = np.minimum.accumulate(before)
@@ -237,80 +266,85 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
     cls[big] = _OTHER
     not_ints = np.add.reduceat(not_int.view(np.int8), starts, dtype=np.int32)[:count]
     starts = starts[:count]
-    head = first[starts]
     kind_token = np.minimum(starts + 1, len(tokens) - 1)
     has_kind = (cls[starts] == _ARRAY) & (record_tokens >= 2) & (first[kind_token] < 0x80)
     kinds = np.where(has_kind, values[kind_token], -1)
-    n_items = _ITEMS[head]
+    n_items = items[starts]
     known = _KNOWN_WITH_COMPOUNDS if compounds else _KNOWN
     is_event = (kinds > 0) & known[np.clip(kinds, 0, _MAX_KIND - 1)]
     is_definition = has_kind & np.isin(kinds, _DEFINITIONS)
     ok = is_definition.copy()
-    # Per code: the records of it that are fine, and their rows.
-    rows_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    # Per code: the records of it that are fine, the token of each one's first item
+    # (its code), and for those with an ISSUE the length and id of its shape.
+    found: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]] = {}
     shapes: list[tuple[int, ...]] = []
-    present = np.flatnonzero(np.bincount(kinds[is_event], minlength=_MAX_KIND)).tolist()
+    codes = np.where(is_event, kinds, 0).astype(np.int8)
+    by_code = np.argsort(codes, kind="stable")  # a radix sort for int8
+    bounds = np.zeros(_MAX_KIND + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=_MAX_KIND), out=bounds[1:])
+    present = np.flatnonzero(np.diff(bounds[1:])).tolist()
+    present = [code + 1 for code in present]
     issue_codes = [code for code in present if _IS_ISSUE[code]]
     if issue_codes:
         # ISSUEs and the compounds that start with one, together: their shapes are
         # numbered in order of first use across all of them.
-        records = np.flatnonzero(_IS_ISSUE[np.clip(kinds, 0, _MAX_KIND - 1)] & is_event)
-        widths = _WIDTHS[kinds[records]]
+        records = np.flatnonzero(_IS_ISSUE[codes])
+        widths = _WIDTHS[codes[records]]
         good = (n_items[records] == widths) & (record_tokens[records] >= widths + 1)
         good &= not_ints[records] == 3
         records, widths = records[good], widths[good]
         dims, shape_ids, fine, shapes = _issue_shapes(
-            starts[records], record_tokens[records], widths, first, cls, values
+            starts[records], record_tokens[records], widths, items, cls, values
         )
         for code in issue_codes:
-            mine = fine & (kinds[records] == code)
-            at = starts[records[mine]][:, None] + 1 + np.arange(_WIDTH[code])
-            at[:, _SHAPE_AT + 1 :] += dims[mine][:, None]
-            rows = values[at]
-            rows[:, _SHAPE_AT] = shape_ids[mine]
-            ok[records[mine]] = True
-            rows_of[code] = (records[mine], rows)
+            mine = fine & (codes[records] == code)
+            found[code] = (records[mine], starts[records[mine]] + 1, dims[mine], shape_ids[mine])
     for code in present:
         if _IS_ISSUE[code]:
             continue
         width = _WIDTH[code]
-        records = np.flatnonzero(kinds == code)
+        records = by_code[bounds[code] : bounds[code + 1]]
         good = (n_items[records] == width) & (record_tokens[records] == width + 1)
         good &= not_ints[records] == 1
         records = records[good]
+        found[code] = (records, starts[records] + 1, None, None)
+    for records, _, _, _ in found.values():
         ok[records] = True
-        rows_of[code] = (records, values[starts[records][:, None] + 1 + np.arange(width)])
     bad = np.flatnonzero(~ok)
     used = int(bad[0]) if len(bad) else count
     # Per record, the events it stands for (a compound's several), and the position
     # of its first among the block's events (of a definition: the events before it).
-    counts = np.where(is_event[:used] & ok[:used], _EVENTS[np.clip(kinds[:used], 0, None)], 0)
+    counts = _EVENTS[codes[:used]]
+    counts[~ok[:used]] = 0
     event_at = np.cumsum(counts)
     n_events = int(event_at[-1]) if used else 0
     event_at -= counts
     event_kinds = np.empty(n_events, dtype=np.int8)
     parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for code, (records, rows) in rows_of.items():
+    for code, (records, base, dims, shape_ids) in found.items():
         inside = records < used
-        if not inside.any():
+        if not inside.all():
+            records, base = records[inside], base[inside]
+            if dims is not None:
+                dims, shape_ids = dims[inside], shape_ids[inside]
+        if not len(records):
             continue
-        at, rows = event_at[records[inside]], rows[inside]
-        components = _COMPONENTS[code]
-        if len(components) == 1:
-            event_kinds[at] = code
-            parts.setdefault(code, []).append((at, rows))
-            continue
-        item = 3
-        for j, kind in enumerate(components):
-            width = _WIDTH[kind]
-            part = np.empty((len(rows), width), dtype=np.int64)
-            part[:, 0] = kind
-            part[:, 1] = rows[:, 1] if j == 0 else 0
-            part[:, 2] = rows[:, 2]
-            part[:, 3:] = rows[:, item : item + width - 3]
-            item += width - 3
+        at = event_at[records]
+        for j, (kind, columns, shifted) in enumerate(_LAYOUT[code]):
+            # The tokens of the event's items: kind (the code), dt, pe, then its fields,
+            # which come after the shape's items in a record with an ISSUE.
+            tokens_at = base[:, None] + columns
+            if dims is not None:
+                tokens_at[:, shifted] += dims[:, None]
+            rows = values[tokens_at]
+            if kind != code:
+                rows[:, 0] = kind
+            if j:
+                rows[:, 1] = 0  # the compound's dt is its first event's
+            if kind == Kind.ISSUE:
+                rows[:, _SHAPE_AT] = shape_ids
             event_kinds[at + j] = kind
-            parts.setdefault(kind, []).append((at + j, part))
+            parts.setdefault(kind, []).append((at + j if j else at, rows))
     tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for kind, pieces in parts.items():
         if len(pieces) == 1:
@@ -338,7 +372,7 @@ def _issue_shapes(
     starts: np.ndarray,
     record_tokens: np.ndarray,
     widths: np.ndarray,
-    first: np.ndarray,
+    items: np.ndarray,
     cls: np.ndarray,
     values: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
@@ -348,7 +382,7 @@ def _issue_shapes(
     record-by-record path numbers them)."""
     m = len(starts)
     shape_token = starts + 1 + _SHAPE_AT
-    dims = _ITEMS[first[shape_token]].astype(np.int64)
+    dims = items[shape_token].astype(np.int64)
     fine = (cls[shape_token] == _ARRAY) & (record_tokens == widths + 1 + dims)
     dims[~fine] = 0
     # Its three tokens that are not ints (see scan_block) are the headers and the bool.
