@@ -9,7 +9,7 @@ from typing import Any
 
 import simpy
 
-from emulator.recorder import Recorder, emitter
+from emulator.recorder import RELEASE_COMPLETE, RELEASE_GRANT, Recorder, compound_emitter, emitter
 from emulator.trace.schema import Kind
 
 # Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
@@ -55,6 +55,8 @@ class Channel:
         self.env = env
         #: ``recorder.emit``, None when nothing is recorded.
         self._emit = emitter(recorder)
+        #: ``recorder.emit_compound``, None likewise.
+        self._emit_compound = compound_emitter(recorder)
         #: Index in the launch's channel table (what trace events name).
         self.cid = cid
         self.pe = pe
@@ -93,12 +95,18 @@ class Channel:
         future: int = -1,
         on_grant: Callable[[], Any] | None = None,
         on_complete: Callable[[Any], Any] | None = None,
+        recorded: bool = False,
     ) -> simpy.Event:
         """Queue command ``cmd``; the returned event fires at completion.
 
         ``on_grant()`` runs when the channel is granted and its result becomes
         the command's value; ``on_complete(value)`` runs at completion, before
         the event fires, and may replace the value.
+
+        ``recorded``: the caller has recorded this call's CHAN_REQUEST, and its
+        CHAN_GRANT too if the channel is free (``not busy and not queue``), in a
+        compound record with the command's ISSUE. Only for commands without
+        latency or ``on_complete`` (compute), whose free-channel grant is at once.
         """
         if type(hold) is not int or hold < 1:
             hold = max(int(hold), 1)
@@ -106,7 +114,7 @@ class Channel:
         now = env.now
         busy_until = self.busy_until
         self.busy_until = (busy_until if busy_until > now else now) + hold
-        if self._emit is not None:
+        if self._emit is not None and not recorded:
             self._emit(_REQUEST, now, self.pe, self.cid, cmd)
         if not self.busy and not self.queue:
             self.busy = True
@@ -114,7 +122,7 @@ class Channel:
                 # Nothing happens between release and completion: the hold's own
                 # event is the completion, which saves an event per compute command.
                 # (_grant, inlined: this is every compute command's path.)
-                if self._emit is not None:
+                if self._emit is not None and not recorded:
                     self._emit(_GRANT, now, self.pe, self.cid, cmd)
                 self._holder = (cmd, hold, 0, future, on_grant, None, None)
                 hold_event = env.timeout(hold, on_grant() if on_grant is not None else None)
@@ -131,10 +139,13 @@ class Channel:
             self._grant_later(self.queue.popleft())
         return done
 
-    def _grant(self, job: Job, _event: simpy.Event | None = None) -> simpy.Event:
-        """Start ``job``'s hold; the returned event fires at its release."""
+    def _grant(
+        self, job: Job, _event: simpy.Event | None = None, *, recorded: bool = False
+    ) -> simpy.Event:
+        """Start ``job``'s hold; the returned event fires at its release (``recorded``:
+        its CHAN_GRANT is recorded already)."""
         env = self.env
-        if self._emit is not None:
+        if self._emit is not None and not recorded:
             self._emit(_GRANT, env.now, self.pe, self.cid, job[0])
         self._holder = job
         on_grant = job[4]
@@ -153,8 +164,6 @@ class Channel:
         self.busy_cycles += hold
         env = self.env
         now = env.now
-        if self._emit is not None:
-            self._emit(_RELEASE, now, self.pe, self.cid, cmd)
         self.busy = False
         grant_next = False
         if self.queue:
@@ -165,16 +174,31 @@ class Channel:
             grant_next = done is not None and env.peek() > now
             if not grant_next:
                 env.timeout(0).callbacks.append(self._grant_next)
+        # The release is recorded with what follows it at once, when that is one event
+        # of this channel: nothing else is recorded between (scheduling records nothing).
         if latency:
             landing = env.timeout(latency, hold_event._value)
             landing.callbacks.append(partial(self._completed, cmd, future, on_complete, done))
+            if grant_next:
+                # _grant_next's work: the landing is later than now, so the grant is now.
+                job = self.queue.popleft()
+                self.busy = True
+                if self._emit_compound is not None:
+                    self._emit_compound(
+                        RELEASE_GRANT, now, self.pe, self.cid, cmd, self.cid, job[0]
+                    )
+                self._grant(job, recorded=True)
+            elif self._emit is not None:
+                self._emit(_RELEASE, now, self.pe, self.cid, cmd)
         elif done is None:  # a compute command: nothing to do at completion but record it
-            if self._emit is not None:
-                self._emit(_COMPLETE, now, self.pe, cmd, future)
+            if self._emit_compound is not None:
+                self._emit_compound(RELEASE_COMPLETE, now, self.pe, self.cid, cmd, cmd, future)
         else:
+            if self._emit is not None:
+                self._emit(_RELEASE, now, self.pe, self.cid, cmd)
             self._completed(cmd, future, on_complete, done, hold_event)
-        if grant_next:
-            self._grant_next()
+            if grant_next:
+                self._grant_next()
 
     def _grant_next(self, _event: simpy.Event | None = None) -> None:
         """The oldest waiting command gets the free channel (a resource's release event)."""

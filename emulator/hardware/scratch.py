@@ -35,14 +35,18 @@ class Scratch:
                 f"{self.capacity} in use"
             )
 
-    def alloc(self, buffer: int, nbytes: int) -> None:
-        """Reserve ``nbytes`` as ``buffer``; ScratchOverflowError if they do not fit."""
+    def alloc(self, buffer: int, nbytes: int, *, record: bool = True) -> None:
+        """Reserve ``nbytes`` as ``buffer``; ScratchOverflowError if they do not fit.
+
+        ``record=False``: the caller records the SCRATCH_ALLOC event itself (in a
+        compound record with the command that allocates).
+        """
         self.check(nbytes)
         self.buffers[buffer] = nbytes
         self.in_use += nbytes
         if self.in_use > self.peak:
             self.peak = self.in_use
-        if self._emit is not None:
+        if record and self._emit is not None:
             self._emit(_SCRATCH_ALLOC, self.env.now, self.pe, buffer, nbytes, self.in_use)
 
     def free(self, buffer: int) -> None:

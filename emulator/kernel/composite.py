@@ -10,6 +10,7 @@ from emulator.dtypes import to_numpy
 from emulator.errors import EmulatorError, ScratchOverflowError, ShapeError
 from emulator.hardware.composite import CompositeJob, Epilogue
 from emulator.memory import check_shape
+from emulator.recorder import ISSUE_LOGGED
 from emulator.trace.schema import Kind, SourceLoc
 
 # Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
@@ -73,13 +74,15 @@ def run_composite(
             loc,
         )
 
-    pe_id, env, emit = pe.pe, tl._env, tl._emit
+    pe_id, env, emit, emit_compound = pe.pe, tl._env, tl._emit, tl._emit_compound
 
     def issue(op, addr, nbytes, shape, dt, category, engine_op) -> int:
         cmd = launch.next_cmd()
-        if emit is not None:
-            emit(_ISSUE, env.now, pe_id, cmd, op, -1, addr, nbytes, shape, dt, False, loc)
-        launch.log_op(env.now, pe_id, category, engine_op)
+        now = env.now
+        if emit_compound is not None:
+            fields = (cmd, op, -1, addr, nbytes, shape, dt, False, loc, category, engine_op)
+            emit_compound(ISSUE_LOGGED, now, pe_id, *fields)
+        launch.log_op(now, pe_id, category, engine_op)
         return cmd
 
     def alloc(nbytes: int) -> int:

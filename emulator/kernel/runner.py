@@ -23,11 +23,15 @@ from emulator.kernel.futures import RecvFuture
 from emulator.kernel.source import LocationCache, is_kernel_code
 from emulator.kernel.tl import TL
 from emulator.memory import Memory
-from emulator.recorder import MemoryRecorder, NullRecorder, Recorder, TeeRecorder, emitter
+from emulator.recorder import (
+    MemoryRecorder,
+    NullRecorder,
+    Recorder,
+    TeeRecorder,
+    compound_emitter,
+    emitter,
+)
 from emulator.trace.schema import Kind, SourceLoc
-
-# Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
-_OP_LOG = Kind.OP_LOG
 
 
 class OpRecord(NamedTuple):
@@ -95,6 +99,8 @@ class Launch:
         self.recorder = recorder
         #: ``recorder.emit``, None when nothing is recorded (emit sites then do no work).
         self.emit = emitter(recorder)
+        #: ``recorder.emit_compound`` (see recorder.compound_emitter), None likewise.
+        self.emit_compound = compound_emitter(recorder)
         self.grid = grid
         self.env = simpy.Environment()
         self.locations = LocationCache(recorder.add_source)
@@ -122,10 +128,10 @@ class Launch:
         return next(self._buffers)
 
     def log_op(self, time: int, pe: int, category: str, op: str) -> None:
+        """Append to the op log. Its OP_LOG event is the caller's to record: it always
+        follows the command's ISSUE, and the two go in one compound record."""
         # tuple.__new__ skips the NamedTuple's Python-level __new__ (half the cost).
         self.op_log.append(_new_tuple(OpRecord, (time, pe, category, op)))
-        if self.emit is not None:
-            self.emit(_OP_LOG, time, pe, category, op)
 
 
 def run_kernel(

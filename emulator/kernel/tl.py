@@ -26,10 +26,16 @@ from emulator.kernel.futures import CompletionHandle, LoadFuture, RecvFuture, Wa
 from emulator.kernel.scope import Scope
 from emulator.kernel.tensor import Buffer, TensorHandle
 from emulator.memory import check_shape
+from emulator.recorder import (
+    ISSUE_ALLOCATED,
+    ISSUE_GRANTED,
+    ISSUE_LOGGED,
+    ISSUE_REQUESTED,
+    WAIT_DONE,
+)
 from emulator.trace.schema import Kind, SourceLoc
 
 # Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
-_ISSUE = Kind.ISSUE
 _WAIT_BEGIN = Kind.WAIT_BEGIN
 _WAIT_END = Kind.WAIT_END
 _HOST_READ = Kind.HOST_READ
@@ -67,6 +73,9 @@ class TL:
         #: compute commands, whose location only a trace or an error needs, look it up
         #: only for an error (``_error`` finds the same frame from anywhere in here).
         self._emit = launch.emit
+        #: ``recorder.emit_compound``, None likewise: a command's ISSUE and the events
+        #: that follow it in the same call (OP_LOG, ...) go out as one compound record.
+        self._emit_compound = launch.emit_compound
         self._caller = launch.locations.caller
         self._switch = launch.driver.switch
         self._pid = pid
@@ -121,11 +130,17 @@ class TL:
         self._check_fits(nbytes, loc)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        if self._emit is not None:
-            op = "load" if blocking else "load_async"
-            self._emit(_ISSUE, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc)
         launch.log_op(now, pe, "memory", "dma_read")
-        buffer = self._alloc(nbytes, loc)
+        emit_compound = self._emit_compound
+        if emit_compound is None:
+            buffer = self._alloc(nbytes, loc)
+        else:
+            buffer = self._alloc(nbytes, loc, record=False)
+            op = "load" if blocking else "load_async"
+            in_use = self._pe.scratch.in_use
+            fields = (cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc)
+            fields += ("memory", "dma_read", buffer.id, nbytes, in_use)
+            emit_compound(ISSUE_ALLOCATED, now, pe, *fields)
         self._charge_issue()
         event = self._pe.read(cmd, fid, int(ptr), shape, dtype, nbytes)
         future = LoadFuture(fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype)
@@ -144,9 +159,9 @@ class TL:
             raise self._error(type(e), e.detail, loc) from None
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        if self._emit is not None:
-            nbytes, shape, addr = data.nbytes, data.shape, int(ptr)
-            self._emit(_ISSUE, now, pe, cmd, "store", fid, addr, nbytes, shape, dtype, False, loc)
+        if self._emit_compound is not None:
+            fields = (cmd, "store", fid, int(ptr), data.nbytes, data.shape, dtype, False, loc)
+            self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "memory", "dma_write")
         launch.log_op(now, pe, "memory", "dma_write")
         self._charge_issue()
         event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
@@ -187,16 +202,19 @@ class TL:
                 loc,
             )
         emit, start = self._emit, self._env.now
-        if emit is not None:
-            emit(_WAIT_BEGIN, start, self._pe.pe, handle.id, loc)
-        if not handle.done:
+        if handle.event.triggered:  # handle.done, inlined: most waits of a good pipeline
+            if self._emit_compound is not None:
+                self._emit_compound(WAIT_DONE, start, self._pe.pe, handle.id, loc, handle.id, 0)
+        else:
+            if emit is not None:
+                emit(_WAIT_BEGIN, start, self._pe.pe, handle.id, loc)
             self.waiting_on = (handle, loc)
             self._switch(handle.event)
             self.waiting_on = None
-        now = self._env.now
-        if emit is not None:
-            emit(_WAIT_END, now, self._pe.pe, handle.id, now - start)
-        self._launch.stall_cycles += now - start
+            now = self._env.now
+            if emit is not None:
+                emit(_WAIT_END, now, self._pe.pe, handle.id, now - start)
+            self._launch.stall_cycles += now - start
         handle.waited_at = loc
         self._issued.pop(handle.id, None)
         if isinstance(handle, _BUFFERED):
@@ -340,15 +358,24 @@ class TL:
                 dtype = name_of(out.dtype)
             except EmulatorError as e:
                 raise self._error(type(e), e.detail, loc) from None
-        if self._emit is not None:
-            self._emit(_ISSUE, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
         launch.log_op(now, pe, "compute", engine_name)
         next_time = env.peek()
+        emit_compound = self._emit_compound
         if engine.busy or engine.queue:
-            self._switch(engine.submit(cmd, cycles))
+            if emit_compound is not None:
+                fields = (cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
+                fields += ("compute", engine_name, engine.cid, cmd)
+                emit_compound(ISSUE_REQUESTED, now, pe, *fields)
+            self._switch(engine.submit(cmd, cycles, recorded=emit_compound is not None))
             return
         # A free engine: its hold's end is the completion (_block_until, inlined).
-        done = engine.submit(cmd, cycles)
+        if emit_compound is not None:
+            fields = (cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
+            fields += ("compute", engine_name, engine.cid, cmd, engine.cid, cmd)
+            emit_compound(ISSUE_GRANTED, now, pe, *fields)
+            done = engine.submit(cmd, cycles, recorded=True)
+        else:
+            done = engine.submit(cmd, cycles)
         if next_time > engine.busy_until and launch.running:
             env.step()
         else:
@@ -404,9 +431,9 @@ class TL:
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
         dtype = name_of(data.dtype)
-        if self._emit is not None:
-            nbytes, shape = data.nbytes, data.shape
-            self._emit(_ISSUE, now, pe, cmd, "send", fid, -1, nbytes, shape, dtype, False, loc)
+        if self._emit_compound is not None:
+            fields = (cmd, "send", fid, -1, data.nbytes, data.shape, dtype, False, loc)
+            self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "comm", "ipcq_send")
         launch.log_op(now, pe, "comm", "ipcq_send")
         self._charge_issue()
         event = self._pe.send(cmd, fid, direction, data)
@@ -427,12 +454,16 @@ class TL:
         self._check_fits(nbytes, loc)
         launch, pe, now = self._launch, self._pe.pe, self._env.now
         cmd, fid = launch.next_cmd(), launch.next_future()
-        if self._emit is not None:
-            self._emit(
-                _ISSUE, now, pe, cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc
-            )
         launch.log_op(now, pe, "comm", "ipcq_recv")
-        buffer = self._alloc(nbytes, loc)
+        emit_compound = self._emit_compound
+        if emit_compound is None:
+            buffer = self._alloc(nbytes, loc)
+        else:
+            buffer = self._alloc(nbytes, loc, record=False)
+            in_use = self._pe.scratch.in_use
+            fields = (cmd, "recv_async", fid, -1, nbytes, shape, dtype, False, loc)
+            fields += ("comm", "ipcq_recv", buffer.id, nbytes, in_use)
+            emit_compound(ISSUE_ALLOCATED, now, pe, *fields)
         self._charge_issue()
 
         event = self._pe.recv(cmd, fid, direction)
@@ -487,10 +518,11 @@ class TL:
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
 
-    def _alloc(self, nbytes: int, loc: SourceLoc) -> Buffer:
+    def _alloc(self, nbytes: int, loc: SourceLoc, *, record: bool = True) -> Buffer:
+        """A new scratch buffer (``record=False``: the caller records its SCRATCH_ALLOC)."""
         buffer = Buffer(self._launch.next_buffer(), nbytes)
         try:
-            self._pe.scratch.alloc(buffer.id, nbytes)
+            self._pe.scratch.alloc(buffer.id, nbytes, record=record)
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
         (self._scopes[-1] if self._scopes else self._top).append(buffer)

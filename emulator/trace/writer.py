@@ -10,7 +10,7 @@ from typing import IO, Any
 import msgpack
 
 from emulator.trace import wire
-from emulator.trace.schema import FIELDS, STATUSES, Kind, SourceLoc
+from emulator.trace.schema import COMPOUNDS, FIELDS, STATUSES, Kind, SourceLoc, expand
 
 # Per kind: (its code as a plain int, number of fields, whether any field is interned,
 # positions of its str fields, positions of its loc fields).
@@ -27,6 +27,31 @@ _SPECS: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {
 
 
 _ISSUE, _OP_LOG = int(Kind.ISSUE), int(Kind.OP_LOG)
+
+# Per compound code: (number of fields, events it stands for beyond the first).
+_COMPOUND_SPECS: dict[int, tuple[int, int]] = {
+    code: (sum(len(FIELDS[kind]) for kind in kinds), len(kinds) - 1)
+    for code, kinds in COMPOUNDS.items()
+}
+# Compounds that begin with ISSUE + OP_LOG (their first 11 fields), and the wait on a
+# finished future (WAIT_BEGIN's loc is its second field); the others hold only ints.
+_ISSUE_LOGGED = frozenset(
+    code for code, kinds in COMPOUNDS.items() if kinds[:2] == (Kind.ISSUE, Kind.OP_LOG)
+)
+_WAIT_DONE = next(
+    code for code, kinds in COMPOUNDS.items() if kinds == (Kind.WAIT_BEGIN, Kind.WAIT_END)
+)
+_INTS_ONLY = frozenset(
+    code
+    for code, kinds in COMPOUNDS.items()
+    if all(tag == "int" for kind in kinds for _, tag in FIELDS[kind])
+)
+if set(COMPOUNDS) != _ISSUE_LOGGED | _INTS_ONLY | {_WAIT_DONE}:
+    raise AssertionError("a compound of schema.COMPOUNDS has no write path in TraceWriter")
+
+
+def _compound_name(code: int) -> str:
+    return "+".join(kind.name for kind in COMPOUNDS[code])
 
 
 def _pack_default(obj: Any) -> int:
@@ -73,6 +98,11 @@ class TraceWriter:
     (raising ValueError); field types are checked by the reader, so emulator
     tests should read back what they write.
 
+    ``emit_compound`` writes a run of same-cycle events as one compound record
+    (format 1.2, ``schema.COMPOUNDS``) when ``compound`` is true, the default
+    from format 1.2 on; otherwise it writes them as their events, one record
+    each. Either way the file holds the same events and the footer counts them.
+
     A write the file refuses (a full disk) raises its OSError once, keeps it in
     ``write_error`` and fails the writer: later calls write nothing more, so a
     caller that catches something else (the kernel's error, say) can still tell.
@@ -84,6 +114,7 @@ class TraceWriter:
         *,
         producer: str = "kbdebug 0.1.0",
         flush_bytes: int = 65536,
+        compound: bool | None = None,
     ) -> None:
         if not isinstance(producer, str):
             raise TypeError('"producer" must be a str')
@@ -118,6 +149,12 @@ class TraceWriter:
         self._specs: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {}
         self.write_error: OSError | None = None
         self._writing = False
+        #: Whether emit_compound writes compound records (else their events, one each).
+        self.compound = wire.FORMAT_VERSION >= (1, 2) if compound is None else bool(compound)
+        if not self.compound:
+            self.emit_compound = self._emit_compound_expanded  # type: ignore[method-assign]
+        # Events written as parts of compound records beyond one per record.
+        self._folded = 0
 
     @property
     def _open(self) -> bool:
@@ -127,6 +164,7 @@ class TraceWriter:
     @_open.setter
     def _open(self, value: bool) -> None:
         self._specs = _SPECS if value else {}
+        self._compound_specs = _COMPOUND_SPECS if value else {}
 
     # Recorder protocol
 
@@ -225,6 +263,64 @@ class TraceWriter:
         if len(pending) >= self._batch:
             self._pack_pending()
 
+    def emit_compound(self, code: int, time: int, pe: int, *fields: Any) -> None:
+        """Write the events of ``schema.COMPOUNDS[code]`` (on one PE, in one cycle, one
+        right after the other) as one record; ``fields`` are theirs, concatenated.
+
+        Raises ValueError as ``emit`` does (an unknown code, a wrong number of fields).
+        """
+        try:
+            width, folded = self._compound_specs[code]
+        except (KeyError, TypeError):
+            raise self._rejected_compound(code, time, fields) from None
+        last = self._time
+        if type(time) is not int or time < last or len(fields) != width:
+            raise self._rejected_compound(code, time, fields)
+        if code in _ISSUE_LOGGED:  # the command's strings and loc, interned inline
+            cmd, op, future, addr, nbytes, shape, dtype, blocking, loc, category, logged = fields[
+                :11
+            ]
+            strings = self._strings
+            op_id = strings.get(op)
+            if op_id is None:
+                op_id = self._define_string(op)
+            dtype_id = strings.get(dtype)
+            if dtype_id is None:
+                dtype_id = self._define_string(dtype)
+            loc_id = self._locs.get(loc)
+            if loc_id is None:
+                loc_id = self._define_loc(loc)
+            category_id = strings.get(category)
+            if category_id is None:
+                category_id = self._define_string(category)
+            logged_id = strings.get(logged)
+            if logged_id is None:
+                logged_id = self._define_string(logged)
+            record = (code, time - last, pe, cmd, op_id, future, addr, nbytes, shape, dtype_id)
+            record += (blocking, loc_id, category_id, logged_id, *fields[11:])
+        elif code == _WAIT_DONE:
+            future, loc, ended, stalled = fields
+            loc_id = self._locs.get(loc)
+            if loc_id is None:
+                loc_id = self._define_loc(loc)
+            record = (code, time - last, pe, future, loc_id, ended, stalled)
+        else:
+            record = (code, time - last, pe, *fields)
+        pending = self._pending
+        pending.append(record)
+        self._time = time
+        self._folded += folded
+        if len(pending) >= self._batch:
+            self._pack_pending()
+
+    def _emit_compound_expanded(self, code: int, time: int, pe: int, *fields: Any) -> None:
+        """emit_compound of a writer that writes no compound records: one per event."""
+        spec = _COMPOUND_SPECS.get(code) if type(code) is int else None
+        if not self._open or spec is None or len(fields) != spec[0]:
+            raise self._rejected_compound(code, time, fields)
+        for event in expand(code, time, pe, fields):
+            self.emit(*event)
+
     def end(self, footer: dict[str, Any]) -> None:
         """Write the footer (``footer`` plus the event count), flush, and close an owned file.
 
@@ -269,8 +365,9 @@ class TraceWriter:
 
     @property
     def events(self) -> int:
-        """Event records emitted so far (what the footer's "events" will say)."""
-        return self._packed + len(self._pending) - self._not_events
+        """Events written so far, a compound record counting as its events (what the
+        footer's "events" will say)."""
+        return self._packed + len(self._pending) - self._not_events + self._folded
 
     # File handling
 
@@ -379,6 +476,8 @@ class TraceWriter:
         self._pack_pending(write=False)
         if isinstance(bad, dict):
             what = "header or footer"
+        elif bad[0] in COMPOUNDS:
+            what = f"compound record ({_compound_name(bad[0])})"
         elif bad[0] in _SPECS:
             what = f"{Kind(bad[0]).name} event"
         else:
@@ -404,6 +503,20 @@ class TraceWriter:
         if time < self._time:
             return ValueError(f"{name} at time {time} is before the previous event ({self._time})")
         return ValueError(f"{name} has {len(fields)} fields, expected {len(FIELDS[Kind(kind)])}")
+
+    def _rejected_compound(self, code: Any, time: Any, fields: tuple[Any, ...]) -> Exception:
+        """The error for a compound record emit_compound cannot write."""
+        if not self._open:
+            state = "not begun" if self._state == "new" else self._state
+            return ValueError(f"emit_compound() called on a trace writer that is {state}")
+        if type(code) is not int or code not in COMPOUNDS:
+            return ValueError(f"unknown compound code {code!r}")
+        name = _compound_name(code)
+        if type(time) is not int:
+            return TypeError(f"{name} time must be an int, not {type(time).__name__}")
+        if time < self._time:
+            return ValueError(f"{name} at time {time} is before the previous event ({self._time})")
+        return ValueError(f"{name} has {len(fields)} fields, expected {_COMPOUND_SPECS[code][0]}")
 
     def _intern(
         self, fields: tuple[Any, ...], strs: tuple[int, ...], locs: tuple[int, ...]
