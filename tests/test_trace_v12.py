@@ -268,3 +268,38 @@ def test_a_newer_minor_file_expands_compounds_and_skips_codes_it_adds():
 
 def test_the_writer_writes_the_version_the_reader_reads():
     assert wire.FORMAT_VERSION >= (1, 2)
+
+
+def wide_int(marker: int, value: int) -> bytes:
+    """``value`` written with msgpack int marker ``marker`` (0xCC..0xD3), wider than needed."""
+    size = (1, 2, 4, 8)[(marker - 0xCC) % 4]
+    return bytes([marker]) + value.to_bytes(size, "big", signed=marker >= 0xD0)
+
+
+@pytest.mark.parametrize("marker", range(0xCC, 0xD4))
+def test_ints_of_every_width_read_alike_by_both_paths(marker):
+    size = (1, 2, 4, 8)[(marker - 0xCC) % 4]
+    top = 2 ** (8 * size - (1 if marker >= 0xD0 else 0)) - 1
+    values = sorted({0, 1, 127, min(top, 2**63 - 1)})
+    # SCRATCH_ALLOC [12, dt, pe, buffer, nbytes, in_use], in_use written with the marker.
+    events = [b"\x96\x0c\x00\x00\x01\x02" + wide_int(marker, v) for v in values]
+    data = v12(events=len(values))
+    head, footer = data[: data.rindex(b"\x85")], data[data.rindex(b"\x85") :]
+    data = head + b"".join(events) + footer
+    trace = read_trace(data)
+    assert [e[5] for e in trace.events] == values
+    same_as_read_trace(data)
+    if marker == 0xCF:  # a uint64 past the int64 range
+        error = error_of(head + events[0][:-9] + wide_int(0xCF, 2**63) + footer)
+        assert "exceeds the int64 range" in str(error)
+
+
+@pytest.mark.parametrize("marker", range(0xD0, 0xD4))
+def test_negative_ints_of_every_width_read_alike_by_both_paths(marker):
+    # COMPLETE [8, dt, pe, cmd, future]: future -1 (none), written with the marker.
+    event = b"\x95\x08\x00\x00\x01" + wide_int(marker, -1)
+    data = v12(events=1)
+    at = data.rindex(b"\x85")
+    data = data[:at] + event + data[at:]
+    assert read_trace(data).events == [[Kind.COMPLETE, 0, 0, 1, -1]]
+    same_as_read_trace(data)

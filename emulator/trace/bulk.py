@@ -39,9 +39,8 @@ MAX_ROUNDS = 16
 _DEFINITIONS = (wire.DEFINE_STRING, wire.DEFINE_LOC, wire.EMBED_SOURCE, wire.DEFINE_LOC_CALLER)
 
 
-def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per first byte: the token's length, its class, the item count of a fixarray, and
-    the value of a one-byte int or bool."""
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per first byte: the token's length and its class."""
     length = np.ones(256, dtype=np.int64)
     length[0xCC:0xD4] = (2, 3, 5, 9, 2, 3, 5, 9)  # uint 8..64, int 8..64
     length[_ARRAY16] = 3
@@ -49,15 +48,12 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     cls[0x00:0x80] = cls[0xE0:0x100] = cls[0xCC:0xD4] = _INT
     cls[0xC2:0xC4] = _BOOL
     cls[0x90:0xA0] = cls[_ARRAY16] = _ARRAY
-    items = np.zeros(256, dtype=np.int32)
-    items[0x90:0xA0] = np.arange(16)
-    value = np.arange(256, dtype=np.int64)
-    value[0xE0:] -= 256
-    value[0xC2:0xC4] = (0, 1)
-    return length, cls, items, value
+    return length, cls
 
 
-_LENGTH, _CLASS, _ITEMS, _FIXED_VALUE = _tables()
+_LENGTH, _CLASS = _tables()
+# _values gives a bool its byte as an int8: false (0xC2) -62, true (0xC3) -61.
+_BOOL_BIAS = 0x100 - 0xC2
 # Per event kind or compound record code (format 1.2): the kinds of the events a record
 # stands for, and its item count.
 _COMPONENTS = {int(kind): (int(kind),) for kind in FIELDS} | {
@@ -186,30 +182,35 @@ def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
     return live
 
 
+# Per wide int marker (0xCC..0xD3): its size in bytes, and whether it is signed.
+_WIDE_SIZE = np.array([1, 2, 4, 8, 1, 2, 4, 8], dtype=np.uint64)
+_WIDE_SIGNED = np.array([False] * 4 + [True] * 4)
+
+
 def _values(
     data: np.ndarray, tokens: np.ndarray, first: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each int or bool token's value (its first byte for others), and a mask of the
-    uint64s past the int64 range."""
-    values = _FIXED_VALUE[first]
+    """Each int token's value, and a mask of the uint64s past the int64 range. Other
+    tokens get their first byte as an int8 (false -62, true -61: see _BOOL_BIAS)."""
+    # A one-byte int is its byte as an int8 (0..127, or -32..-1): a cast, not a lookup.
+    values = first.view(np.int8).astype(np.int64)
     big = np.zeros(len(tokens), dtype=bool)
-    wide = np.flatnonzero(np.subtract(first, 0xCC, dtype=np.uint8) < 8)
-    wide_first = first[wide]
-    for marker, size, signed in (
-        (0xCC, 1, False), (0xCD, 2, False), (0xCE, 4, False), (0xCF, 8, False),
-        (0xD0, 1, True), (0xD1, 2, True), (0xD2, 4, True), (0xD3, 8, True),
-    ):  # fmt: skip
-        at = wide[wide_first == marker]
-        if not len(at):
-            continue
-        raw = _read_be(data, tokens[at] + 1, size)
-        if signed:
-            shift = 64 - 8 * size
-            values[at] = (raw << np.uint64(shift)).view(np.int64) >> np.int64(shift)
-        else:
-            if size == 8:
-                big[at] = raw > np.uint64(2**63 - 1)
-            values[at] = raw.view(np.int64)
+    marker = np.subtract(first, 0xCC, dtype=np.uint8)
+    wide = np.flatnonzero(marker < 8)
+    if not len(wide):
+        return values, big
+    marker = marker[wide]
+    # All at once, whatever their size: the 8 bytes after each marker as a big-endian
+    # uint64 (data is padded by 8), shifted right to keep its first ``size`` bytes,
+    # logically for a uint, arithmetically (extending the sign) for an int.
+    raw = data[tokens[wide][:, None] + np.arange(1, 9)].view(">u8").ravel().astype(np.uint64)
+    shift = np.uint64(64) - np.uint64(8) * _WIDE_SIZE[marker]
+    signed = _WIDE_SIGNED[marker]
+    unsigned = raw >> shift
+    values[wide] = np.where(
+        signed, raw.view(np.int64) >> shift.view(np.int64), unsigned.view(np.int64)
+    )
+    big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
     return values, big
 
 
@@ -237,7 +238,11 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
         empty.foreign = True
         return empty
     # A top-level object starts where the items still owed reach a new low.
-    items = _ITEMS[first]  # int32: an array has 65535 items at most
+    # Items of each fixarray header (0x90 + count), 0 for other tokens; int32: an
+    # array has 65535 items at most. Arithmetic, not a lookup: a cast and a compare.
+    items = first.astype(np.int32)
+    items -= 0x90
+    items[(items < 0) | (items >= 16)] = 0
     long_arrays = np.flatnonzero(first == _ARRAY16)
     if len(long_arrays):
         items[long_arrays] = _read_be(data, tokens[long_arrays] + 1, 2).astype(np.int32)
@@ -343,6 +348,7 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
                 rows[:, 1] = 0  # the compound's dt is its first event's
             if kind == Kind.ISSUE:
                 rows[:, _SHAPE_AT] = shape_ids
+                rows[:, _BOOL_AT] += _BOOL_BIAS
             event_kinds[at + j] = kind
             parts.setdefault(kind, []).append((at + j if j else at, rows))
     tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
