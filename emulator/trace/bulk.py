@@ -127,28 +127,25 @@ class BlockScan:
     definitions: list[tuple[int, int, int]]
 
 
-def _read_be(data: np.ndarray, at: np.ndarray, size: int) -> np.ndarray:
-    """Big-endian unsigned ints of ``size`` bytes at ``at`` (``data`` padded by 8)."""
-    out = data[at].astype(np.uint64)
-    for j in range(1, size):
-        out = (out << np.uint64(8)) | data[at + j]
-    return out
-
-
 def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     """The offsets of the tokens of ``data[:n]`` read from 0, all ints, bools and
     fixarray headers (the first of another type is read as one byte)."""
     marker = np.subtract(data[:n], 0xCC, dtype=np.uint8)
-    candidates = np.flatnonzero((marker < 8) | (marker == _ARRAY16 - 0xCC))
+    is_candidate = (marker < 8) | (marker == _ARRAY16 - 0xCC)
+    candidates = np.flatnonzero(is_candidate)
     ends = candidates + _LENGTH[data[candidates]]
     count = len(candidates)
+    # Per byte, the candidates before it: the index of the first at or after it.
+    before = np.zeros(n + 9, dtype=np.int32)  # a block is far below 2**31 bytes
+    np.cumsum(is_candidate, out=before[1 : n + 1])
+    before[n + 1 :] = count
     # From one candidate, the bytes up to the next one are one-byte tokens: the real
     # candidates are those on the path of the first under "the next at or after my
     # end". Its nodes are those that are a step from a node (or the first): start
     # from all and take their steps until nothing changes; a false start's path soon
     # lands on a real token, so that takes a few rounds.
     jump = np.empty(count + 1, dtype=np.int32)  # a block is far below 2**31 bytes
-    jump[:count] = np.searchsorted(candidates, ends)
+    jump[:count] = before[ends]
     jump[count] = count
     live = np.ones(count + 1, dtype=bool)
     for _ in range(MAX_ROUNDS):
@@ -182,6 +179,13 @@ def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
     return live
 
 
+def _big_endian(data: np.ndarray, size: int) -> np.ndarray:
+    """``data`` as overlapping big-endian uints of ``size`` bytes, the i-th starting at
+    byte i (a view: one is read per index, with no array of byte positions)."""
+    dtype = np.dtype(f">u{size}")
+    return np.ndarray((len(data) - size + 1,), dtype=dtype, buffer=data, strides=(1,))
+
+
 # Per wide int marker (0xCC..0xD3): its size in bytes, and whether it is signed.
 _WIDE_SIZE = np.array([1, 2, 4, 8, 1, 2, 4, 8], dtype=np.uint64)
 _WIDE_SIGNED = np.array([False] * 4 + [True] * 4)
@@ -203,14 +207,15 @@ def _values(
     # All at once, whatever their size: the 8 bytes after each marker as a big-endian
     # uint64 (data is padded by 8), shifted right to keep its first ``size`` bytes,
     # logically for a uint, arithmetically (extending the sign) for an int.
-    raw = data[tokens[wide][:, None] + np.arange(1, 9)].view(">u8").ravel().astype(np.uint64)
+    raw = _big_endian(data, 8)[tokens[wide] + 1].astype(np.uint64)
     shift = np.uint64(64) - np.uint64(8) * _WIDE_SIZE[marker]
     signed = _WIDE_SIGNED[marker]
     unsigned = raw >> shift
     values[wide] = np.where(
         signed, raw.view(np.int64) >> shift.view(np.int64), unsigned.view(np.int64)
     )
-    big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
+    if (marker == 3).any():  # a uint64 (0xCF)
+        big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
     return values, big
 
 
@@ -245,7 +250,7 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
     items[(items < 0) | (items >= 16)] = 0
     long_arrays = np.flatnonzero(first == _ARRAY16)
     if len(long_arrays):
-        items[long_arrays] = _read_be(data, tokens[long_arrays] + 1, 2).astype(np.int32)
+        items[long_arrays] = _big_endian(data, 2)[tokens[long_arrays] + 1]
     owed = items - 1
     before = np.cumsum(owed, dtype=np.int32)
     before -= owed
