@@ -292,7 +292,9 @@ def _never_as(events: np.ndarray, never: int) -> np.ndarray:
     return np.where(events >= 0, events, never)
 
 
-def per_entity(index: TraceIndex) -> None:
+def per_entity(index: TraceIndex, op_log: dict[str, np.ndarray]) -> None:
+    """Fill in the per-PE and per-channel event lists, the live table and the op log's
+    events by (category, op) (``op_log``: the fields kept of OP_LOG events)."""
     c = index.columns
     n_pes, n = index.n_pes, index.n_events
     position = position_dtype(n)
@@ -333,10 +335,10 @@ def per_entity(index: TraceIndex) -> None:
         unresolved_issue=f.issue[unresolved],
     )
 
-    ops = np.flatnonzero(c.kind == Kind.OP_LOG).astype(position)
+    ops = op_log["event"]
     if len(ops):
         radix = len(index.strings) + 1
-        keys = c.aux[ops].astype(np.int64) * radix + c.op[ops]
+        keys = op_log["category"].astype(np.int64) * radix + op_log["op"]
         # Counting needs room for every key a trace's strings allow: few, but bounded.
         counts = np.bincount(keys) if radix * radix <= 1 << 20 else keys
         if counts is not keys and np.count_nonzero(counts) <= FEW_GROUPS:

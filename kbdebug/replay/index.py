@@ -92,6 +92,7 @@ _KEPT: dict[Kind, dict[str, tuple[int, Any]]] = {
         (Kind.COMPLETE, (("cmd", None),)),
         (Kind.WAIT_BEGIN, (("future", None), ("loc", np.int32))),
         (Kind.WAIT_END, (("future", None), ("stalled", np.int64))),
+        (Kind.OP_LOG, (("category", np.int32), ("op", np.int32))),
     )
 }  # fmt: skip
 _KEPT[Kind.ISSUE]["pe"] = (2, np.int32)
@@ -101,6 +102,39 @@ MIN_EVENT_BYTES = wire.MIN_EVENT_BYTES
 # they grow by half. Room never written is virtual memory, but a 2 GB file must not
 # reserve 40 GB of it before its first record is read.
 MAX_PRESIZED_EVENTS = 1 << 25
+
+
+def _kept_dtype(name: str, dtype: Any) -> Any:
+    """The dtype a kept field starts in (see _KEPT)."""
+    if dtype == "position":
+        return np.int32
+    return DTYPES[COLUMN_OF_FIELD[name]] if dtype is None else dtype
+
+
+class _Kept:
+    """One kept field's values, appended batch by batch into room made ahead (virtual
+    memory until written, as for the columns), grown by half when full, widened when
+    a batch comes in a wider dtype."""
+
+    def __init__(self, capacity: int, dtype: Any) -> None:
+        self._values = np.empty(capacity, dtype=dtype)
+        self._count = 0
+
+    def append(self, values: np.ndarray, dtype: Any) -> None:
+        """Append ``values``, which fit in ``dtype``."""
+        count, n, room = self._count, len(values), len(self._values)
+        wider = np.promote_types(self._values.dtype, dtype)
+        if count + n > room or wider != self._values.dtype:
+            if count + n > room:
+                room = max(count + n, room + room // 2, 1 << 12)
+            grown = np.empty(room, dtype=wider)
+            grown[:count] = self._values[:count]
+            self._values = grown
+        self._values[count : count + n] = values
+        self._count = count + n
+
+    def array(self) -> np.ndarray:
+        return self._values[: self._count]
 
 
 class IndexBuilder:
@@ -115,9 +149,13 @@ class IndexBuilder:
 
     def __init__(self, capacity: int = 0) -> None:
         self._columns = {name: np.empty(capacity, dtype=DTYPES[name]) for name in COLUMNS}
-        # Per kind in _KEPT, per field, its values batch by batch.
-        self._kept: dict[Kind, dict[str, list[np.ndarray]]] = {
-            kind: {name: [] for name in fields} for kind, fields in _KEPT.items()
+        # Per kind in _KEPT, per field, its values so far.
+        self._kept = {
+            kind: {
+                name: _Kept(capacity, _kept_dtype(name, dtype))
+                for name, (_, dtype) in fields.items()
+            }
+            for kind, fields in _KEPT.items()
         }
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
@@ -175,7 +213,7 @@ class IndexBuilder:
                     shapes = self._shapes
                     shape_ids = [shapes.setdefault(s, len(shapes)) for s in tables.shapes]
                     values = np.array(shape_ids, dtype=dtype)[values]
-                kept[name].append(values.astype(dtype))
+                kept[name].append(values, dtype)
         self._count += n
 
     def _checks_now(self) -> dict[int, tuple[tuple[int, str], ...]]:
@@ -219,17 +257,13 @@ class IndexBuilder:
         # Tables are sized by the largest id: bound it before allocating them.
         check_ids(columns, source)
         kept = {
-            kind: {
-                name: np.concatenate(parts) if parts else np.empty(0, np.int32)
-                for name, parts in fields.items()
-            }
+            kind: {name: field.array() for name, field in fields.items()}
             for kind, fields in self._kept.items()
         }
-        for fields in self._kept.values():
-            for parts in fields.values():
-                parts.clear()
+        self._kept = {}  # what the tables do not hold on to is freed with ``kept``
         commands = commands_of(columns, kept, source)
         futures = futures_of(columns, commands, kept, source)
+        op_log = kept.pop(Kind.OP_LOG)
         del kept
         check_order(columns, commands, futures, source)
         shapes = [shape for shape, _ in sorted(self._shapes.items(), key=lambda kv: kv[1])]
@@ -245,7 +279,7 @@ class IndexBuilder:
             commands=commands,
             futures=futures,
         )
-        per_entity(index)
+        per_entity(index, op_log)
         return index
 
 
