@@ -3,18 +3,29 @@
 Goals: read_trace validates a 1,000,000-event trace well under 1 s; at most 16
 bytes per event; the emulator with tracing on within 1.3x of tracing off.
 
+With ``--file PATH`` (repeatable), the reader alone on a recorded trace: the bulk
+read that Replay.open uses (read_trace_tables, tables dropped) and read_trace
+(events as lists, dropped), each as a ratio to the raw msgpack decode of the same
+file (a streamed Unpacker, objects dropped) in the same run, min and median over
+``--repeat`` runs, in CPU time of this process (the machine may be shared).
+
     python benchmarks/trace_read_speed.py [--events 1000000] [--repeat 3] [--emulator-tiles 2048]
+    python benchmarks/trace_read_speed.py --file benchmarks/_out/replay_decode_9500.kbt --repeat 5
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import msgpack
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -22,7 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from trace_synth import decode_like_events, record_run  # noqa: E402
 
 from emulator.recorder import NullRecorder  # noqa: E402
-from emulator.trace.reader import read_trace  # noqa: E402
+from emulator.trace.reader import read_trace, read_trace_tables  # noqa: E402
 from emulator.trace.writer import TraceWriter  # noqa: E402
 
 
@@ -88,12 +99,52 @@ def emulator_overhead(n_tiles: int, repeat: int) -> None:
     )
 
 
+def cpu_time(run) -> float:
+    gc.collect()
+    start = time.process_time()
+    run()
+    return time.process_time() - start
+
+
+def raw_decode(path: str) -> None:
+    with open(path, "rb") as f:
+        for _ in msgpack.Unpacker(f, raw=False):
+            pass
+
+
+def file_ratios(path: str, repeat: int) -> None:
+    """The reader on ``path`` against the raw decode of it, run by run."""
+    trace = read_trace(path, on_batch=lambda records: None, keep_events=False)
+    n, size = trace.footer["events"] if trace.footer else 0, os.path.getsize(path)
+    version = ".".join(map(str, trace.version or ()))
+    print(f"{path}: format {version}, {n:,} events, {size:,} bytes, {size / max(n, 1):.2f} B/event")
+    ratios: dict[str, list[float]] = {"raw decode s": [], "read_trace_tables": [], "read_trace": []}
+    for _ in range(repeat):
+        raw = cpu_time(lambda: raw_decode(path))
+        tables = cpu_time(lambda: read_trace_tables(path, lambda batch: None))
+        lists = cpu_time(lambda: read_trace(path, on_batch=lambda records: None, keep_events=False))
+        ratios["raw decode s"].append(raw)
+        ratios["read_trace_tables"].append(tables / raw)
+        ratios["read_trace"].append(lists / raw)
+    for name, values in ratios.items():
+        unit = "s" if name.endswith(" s") else "x raw"
+        print(
+            f"  {name:<20} min {min(values):6.3f} {unit}   median {statistics.median(values):6.3f}"
+            f" {unit}   ({repeat} runs, CPU time)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--emulator-tiles", type=int, default=2048, help="0 to skip")
+    parser.add_argument("--file", action="append", default=[], help="a trace to read (alone)")
     args = parser.parse_args()
+    if args.file:
+        for path in args.file:
+            file_ratios(path, args.repeat)
+        return
     trace_file_speed(args.events, args.repeat)
     if args.emulator_tiles:
         emulator_overhead(args.emulator_tiles, args.repeat)
