@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_trace_tables import outcome, same_as_read_trace
 from trace_synth import footer_record, header_record, pack_objects
 
@@ -321,3 +323,43 @@ def test_negative_ints_of_every_width_read_alike_by_both_paths(marker):
     data = data[:at] + event + data[at:]
     assert read_trace(data).events == [[Kind.COMPLETE, 0, 0, 1, -1]]
     same_as_read_trace(data)
+
+
+def _fuzz_base() -> bytes:
+    bundled = (TRACES / "gemm_pipeline.kbt").read_bytes()
+    old = bundled if read_trace(bundled).version == (1, 1) else expand_file(bundled)
+    return compact(old)
+
+
+FUZZ_BASE = _fuzz_base()
+_mutation = st.tuples(
+    st.sampled_from(["flip", "insert", "delete", "code"]),
+    st.integers(0, len(FUZZ_BASE) - 1),
+    st.integers(0, 255),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mutations=st.lists(_mutation, min_size=1, max_size=3),
+    cut=st.integers(0, len(FUZZ_BASE)),
+    block=st.sampled_from([64, 2048, 1 << 16]),
+)
+def test_a_corrupted_1_2_trace_reads_alike_by_both_paths(mutations, cut, block):
+    data = bytearray(FUZZ_BASE[:cut] if cut else FUZZ_BASE)
+    for op, position, value in mutations:
+        position = min(position, len(data))
+        if op == "flip" and position < len(data):
+            data[position] ^= value or 1
+        elif op == "code" and position < len(data):
+            data[position] = 18 + value % 8  # a compound's code, or 25 (unknown)
+        elif op == "insert":
+            data[position:position] = bytes([value])
+        elif position < len(data):
+            del data[position]
+    saved = parser.CHUNK_BYTES, parser.BULK_BYTES
+    parser.CHUNK_BYTES = parser.BULK_BYTES = block
+    try:
+        same_as_read_trace(bytes(data))
+    finally:
+        parser.CHUNK_BYTES, parser.BULK_BYTES = saved
