@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import sys
 from collections.abc import Callable
@@ -15,6 +16,9 @@ _INTERNAL = {
     str(Path(__file__).resolve().parent / name)
     for name in ("tl.py", "tensor.py", "futures.py", "runner.py", "source.py", "scope.py")
 }
+#: Code flags of functions whose frame can be suspended and resumed from another place.
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_getframe = sys._getframe
 #: The project root: paths inside it are stored relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +70,10 @@ class LocationCache:
         self._files: dict[str, str] = {}
         self._on_new_file = on_new_file
         self._kernel_code: CodeType | None = None
+        # The last helper frame asked about (kept, so its id is not reused) and its
+        # locs by call offset.
+        self._helper_frame: FrameType | None = None
+        self._helper_locs: dict[int, SourceLoc] = {}
 
     @property
     def kernel_code(self) -> CodeType | None:
@@ -75,21 +83,36 @@ class LocationCache:
     def kernel_code(self, code: CodeType | None) -> None:
         self._kernel_code = code
         self._in_kernel = {}
+        self._helper_frame = None
+        self._helper_locs = {}
 
-    def caller(self) -> SourceLoc:
+    def caller(self, depth: int = 2) -> SourceLoc:
         """The location of the innermost frame outside the emulator's kernel layer, with
-        the kernel's calling line as its ``caller`` if that frame is not the kernel's."""
-        frame: FrameType | None = sys._getframe(2)
-        while frame is not None and frame.f_code.co_filename in _INTERNAL:
-            frame = frame.f_back
-        if frame is None:
-            return SourceLoc("<unknown>", 0, "<unknown>")
+        the kernel's calling line as its ``caller`` if that frame is not the kernel's.
+
+        ``depth``: where to start looking, as for ``sys._getframe`` from here (2: the
+        caller of the tl method that asks). A tl method always reached through one more
+        emulator frame (a tl method or a TensorHandle operator) passes 3, which skips
+        that frame without making a frame object of it; the emulator's own frames are
+        still skipped from wherever the search starts.
+        """
+        frame: FrameType | None = _getframe(depth)
         code = frame.f_code
+        if code.co_filename in _INTERNAL:
+            while frame is not None and frame.f_code.co_filename in _INTERNAL:
+                frame = frame.f_back
+            if frame is None:
+                return SourceLoc("<unknown>", 0, "<unknown>")
+            code = frame.f_code
         if code is self._kernel_code:  # the hot path: a tl call in the kernel function
             loc = self._in_kernel.get(frame.f_lasti)
             if loc is None:
                 loc = self._in_kernel[frame.f_lasti] = self.of_frame(frame, frame.f_lineno)
             return loc
+        if frame is self._helper_frame:  # another tl call of the same helper call
+            loc = self._helper_locs.get(frame.f_lasti)
+            if loc is not None:
+                return loc
         return self._in_helper(frame, code)
 
     def _in_helper(self, frame: FrameType, code: CodeType) -> SourceLoc:
@@ -113,6 +136,14 @@ class LocationCache:
             caller = self.of_frame(kernel, kernel.f_lineno)
             loc = self.of_frame(frame, frame.f_lineno)._replace(caller=caller)
             self._called[key3] = loc
+        # While a (plain function's) frame runs, the frames that called it stay where
+        # they are, so its call offset alone names its loc; a generator's frame can be
+        # resumed from elsewhere. Holding the frame keeps its identity from being reused.
+        if not code.co_flags & _RESUMABLE:
+            if frame is not self._helper_frame:
+                self._helper_frame = frame
+                self._helper_locs = {}
+            self._helper_locs[frame.f_lasti] = loc
         return loc
 
     def of_frame(self, frame: FrameType, line: int) -> SourceLoc:

@@ -72,6 +72,8 @@ class TL:
         #: ``recorder.emit``, None when nothing is recorded: then no event is built, and
         #: compute commands, whose location only a trace or an error needs, look it up
         #: only for an error (``_error`` finds the same frame from anywhere in here).
+        #: Methods only reached through a tl method or a TensorHandle operator ask
+        #: ``_caller(3)``: the kernel's frame is one further up.
         self._emit = launch.emit
         #: ``recorder.emit_compound``, None likewise: a command's ISSUE and the events
         #: that follow it in the same call (OP_LOG, ...) go out as one compound record.
@@ -286,7 +288,7 @@ class TL:
         return self._fill("full", shape, value, dtype)
 
     def _fill(self, op: str, shape: tuple[int, ...], value: float, dtype: str) -> TensorHandle:
-        loc = self._caller() if self._emit is not None else None
+        loc = self._caller(3) if self._emit is not None else None
         try:
             out = np.full(_checked_shape(shape), value, dtype=to_numpy(dtype))
         except EmulatorError as e:
@@ -295,7 +297,7 @@ class TL:
         return TensorHandle(self, out)
 
     def _cast(self, x: TensorHandle, dtype: str) -> TensorHandle:
-        loc = self._caller() if self._emit is not None else None
+        loc = self._caller(3) if self._emit is not None else None
         try:
             out = x._values().astype(to_numpy(dtype))
         except EmulatorError as e:
@@ -304,14 +306,14 @@ class TL:
         return TensorHandle(self, out)
 
     def _unary(self, op: str, fn: Callable, x: Any) -> TensorHandle:
-        loc = self._caller() if self._emit is not None else None
+        loc = self._caller(3) if self._emit is not None else None
         a = self._array(x, loc)
         out = fn(a)
         self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
         return TensorHandle(self, out)
 
     def _binary(self, op: str, fn: Callable, x: Any, y: Any) -> TensorHandle:
-        loc = self._caller() if self._emit is not None else None
+        loc = self._caller(3) if self._emit is not None else None
         a, b = self._operand(x, loc), self._operand(y, loc)
         try:
             out = fn(a, b)
@@ -328,7 +330,7 @@ class TL:
         return TensorHandle(self, out)
 
     def _reduce(self, op: str, fn: Callable, x: Any, axis: int | None) -> TensorHandle:
-        loc = self._caller() if self._emit is not None else None
+        loc = self._caller(3) if self._emit is not None else None
         a = self._array(x, loc)
         try:
             out = np.asarray(fn(a, axis=axis))
