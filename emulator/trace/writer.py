@@ -38,6 +38,9 @@ _COMPOUND_SPECS: dict[int, tuple[int, int]] = {
 _ISSUE_LOGGED = frozenset(
     code for code, kinds in COMPOUNDS.items() if kinds[:2] == (Kind.ISSUE, Kind.OP_LOG)
 )
+_ISSUE_GRANTED = next(
+    code for code, kinds in COMPOUNDS.items() if kinds[2:] == (Kind.CHAN_REQUEST, Kind.CHAN_GRANT)
+)
 _WAIT_DONE = next(
     code for code, kinds in COMPOUNDS.items() if kinds == (Kind.WAIT_BEGIN, Kind.WAIT_END)
 )
@@ -277,9 +280,28 @@ class TraceWriter:
         if type(time) is not int or time < last or len(fields) != width:
             raise self._rejected_compound(code, time, fields)
         if code in _ISSUE_LOGGED:  # the command's strings and loc, interned inline
-            cmd, op, future, addr, nbytes, shape, dtype, blocking, loc, category, logged = fields[
-                :11
-            ]
+            if code == _ISSUE_GRANTED:  # every compute command: unpacked whole, built once
+                (
+                    cmd,
+                    op,
+                    future,
+                    addr,
+                    nbytes,
+                    shape,
+                    dtype,
+                    blocking,
+                    loc,
+                    category,
+                    logged,
+                    channel,
+                    requested,
+                    granted_channel,
+                    granted,
+                ) = fields
+            else:
+                cmd, op, future, addr, nbytes, shape, dtype, blocking, loc, category, logged = (
+                    fields[:11]
+                )
             strings = self._strings
             op_id = strings.get(op)
             if op_id is None:
@@ -296,8 +318,44 @@ class TraceWriter:
             logged_id = strings.get(logged)
             if logged_id is None:
                 logged_id = self._define_string(logged)
-            record = (code, time - last, pe, cmd, op_id, future, addr, nbytes, shape, dtype_id)
-            record += (blocking, loc_id, category_id, logged_id, *fields[11:])
+            if code == _ISSUE_GRANTED:
+                record = (
+                    code,
+                    time - last,
+                    pe,
+                    cmd,
+                    op_id,
+                    future,
+                    addr,
+                    nbytes,
+                    shape,
+                    dtype_id,
+                    blocking,
+                    loc_id,
+                    category_id,
+                    logged_id,
+                    channel,
+                    requested,
+                    granted_channel,
+                    granted,
+                )
+            else:
+                record = (
+                    code,
+                    time - last,
+                    pe,
+                    cmd,
+                    op_id,
+                    future,
+                    addr,
+                    nbytes,
+                    shape,
+                    dtype_id,
+                    blocking,
+                    loc_id,
+                    category_id,
+                    logged_id,
+                ) + fields[11:]
         elif code == _WAIT_DONE:
             future, loc, ended, stalled = fields
             loc_id = self._locs.get(loc)
@@ -305,7 +363,7 @@ class TraceWriter:
                 loc_id = self._define_loc(loc)
             record = (code, time - last, pe, future, loc_id, ended, stalled)
         else:
-            record = (code, time - last, pe, *fields)
+            record = (code, time - last, pe) + fields
         pending = self._pending
         pending.append(record)
         self._time = time
