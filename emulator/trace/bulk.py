@@ -3,13 +3,16 @@
 The reader's fast path. Instead of unpacking each record into Python objects, a
 block of msgpack bytes is cut into tokens all at once, the tokens into top-level
 records (a running count of the items still owed), and the records of each event
-kind into rows of an int64 array.
+kind into rows of an int64 array. A compound record (format 1.2) is split into
+the events it stands for, each event's row gathered from the record's tokens,
+so a batch holds the same events, at the same positions, as in a 1.1 file.
 
-Only what event records are made of is parsed: fixarray headers, ints and bools.
-A token start is a byte not inside a multi-byte int; which of the bytes that look
-like the first of one are real is settled by following "the next one at or after
-my end" from the first, all at once (tokens before a position depend only on the
-bytes before it). The scan ends at the first token of another type (a string, a
+Only what event records are made of is parsed: array headers (fixarray, and
+array16 for a compound of 16 items or more), ints and bools. A token start is a
+byte not inside a multi-byte token; which of the bytes that look like the first
+of one are real is settled by following "the next one at or after my end" from
+the first, all at once (tokens before a position depend only on the bytes
+before it). The scan ends at the first token of another type (a string, a
 map, a float...): the reader unpacks that record on its own (a definition, the
 footer) and scans on after it. A whole record that is not a valid event or a
 definition (an unknown kind, a field of the wrong type, a kind code written
