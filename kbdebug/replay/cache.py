@@ -112,12 +112,15 @@ def _file_name(key: str, prefix: str) -> str:
 # --- what is stored ---------------------------------------------------------------------
 
 
-def _flat(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """A list of int arrays as one array (of their dtype) and the bounds of each part."""
+def _flat(parts: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """A list of 1-D int arrays, stored one after another as one array (never joined in
+    memory: the index may be in use meanwhile), and the bounds of each part."""
     bounds = np.zeros(len(parts) + 1, dtype=np.int64)
     bounds[1:] = np.cumsum([len(p) for p in parts])
-    flat = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    return flat, bounds
+    if not parts:
+        return [np.empty(0, np.int64)], bounds
+    dtype = np.result_type(*parts)
+    return [part.astype(dtype, copy=False) for part in parts], bounds
 
 
 def _split(flat: np.ndarray, bounds: np.ndarray) -> list[np.ndarray]:
@@ -125,22 +128,28 @@ def _split(flat: np.ndarray, bounds: np.ndarray) -> list[np.ndarray]:
     return [flat[edges[i] : edges[i + 1]] for i in range(len(edges) - 1)]
 
 
-def _arrays(index: TraceIndex) -> dict[str, np.ndarray]:
-    arrays: dict[str, np.ndarray] = {}
+def _arrays(index: TraceIndex) -> dict[str, list[np.ndarray]]:
+    """Each array stored, by name: one array, or the parts of one (see _flat)."""
+    arrays: dict[str, list[np.ndarray]] = {}
     for group, table in (("c", index.columns), ("k", index.commands), ("f", index.futures)):
         for name, array in vars(table).items():
-            arrays[f"{group}.{name}"] = array
+            arrays[f"{group}.{name}"] = [array]
+
+    def flat(name: str, parts: list[np.ndarray]) -> np.ndarray:
+        arrays[name], bounds = _flat(parts)
+        return bounds
+
     for name in ("pe_loc_events", "pe_status_events", "pe_scratch_events"):
-        arrays[name], arrays[name + ".bounds"] = _flat(getattr(index, name))
+        arrays[name + ".bounds"] = [flat(name, getattr(index, name))]
     tables = index.channel_tables
     for name in ("cmds", "request", "grant", "release", "done_by"):
-        arrays[f"ch.{name}"], arrays["ch.bounds"] = _flat([getattr(t, name) for t in tables])
+        arrays["ch.bounds"] = [flat(f"ch.{name}", [getattr(t, name) for t in tables])]
     assert index.live_table is not None
     for name, array in vars(index.live_table).items():
-        arrays[f"live.{name}"] = array
+        arrays[f"live.{name}"] = [array]
     keys = list(index.op_log_events)
-    arrays["op.keys"] = np.array(keys, dtype=np.int64).reshape(len(keys), 2)
-    arrays["op.events"], arrays["op.bounds"] = _flat([index.op_log_events[k] for k in keys])
+    arrays["op.keys"] = [np.array(keys, dtype=np.int64).reshape(len(keys), 2)]
+    arrays["op.bounds"] = [flat("op.events", [index.op_log_events[k] for k in keys])]
     return arrays
 
 
@@ -285,10 +294,11 @@ def _write(out: Any, index: TraceIndex, key: str) -> None:
     arrays = _arrays(index)
     places = []
     offset = 0
-    for name, array in arrays.items():
+    for name, parts in arrays.items():
         offset += -offset % _ALIGN
-        places.append([name, array.dtype.str, list(array.shape), offset])
-        offset += array.nbytes
+        shape = list(parts[0].shape) if len(parts) == 1 else [sum(len(p) for p in parts)]
+        places.append([name, parts[0].dtype.str, shape, offset])
+        offset += sum(part.nbytes for part in parts)
     meta = _meta(index, key)
     meta["arrays"] = places
     packed = msgpack.packb(meta, use_bin_type=True)
@@ -299,13 +309,16 @@ def _write(out: Any, index: TraceIndex, key: str) -> None:
     out.write(b"\0" * (start - _PREAMBLE.size - len(packed)))
     crc = 0
     written = 0
-    for (_, _, _, at), array in zip(places, arrays.values(), strict=True):
+    for (_, _, _, at), parts in zip(places, arrays.values(), strict=True):
         pad = b"\0" * (at - written)
-        data = memoryview(np.ascontiguousarray(array)).cast("B")
-        crc = zlib.crc32(data, zlib.crc32(pad, crc))
+        crc = zlib.crc32(pad, crc)
         out.write(pad)
-        out.write(data)
-        written = at + array.nbytes
+        written = at
+        for part in parts:
+            data = memoryview(np.ascontiguousarray(part)).cast("B")
+            crc = zlib.crc32(data, crc)
+            out.write(data)
+            written += part.nbytes
     out.seek(0)
     out.write(_PREAMBLE.pack(MAGIC, len(packed), zlib.crc32(packed), written, crc))
 
