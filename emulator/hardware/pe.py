@@ -11,6 +11,7 @@ import numpy as np
 import simpy
 
 from emulator.config import HardwareConfig
+from emulator.dtypes import to_numpy
 from emulator.hardware.channel import Channel
 from emulator.hardware.scratch import Scratch
 from emulator.memory import Memory
@@ -84,14 +85,19 @@ class ProcessingElement:
     def read(
         self, cmd: int, future: int, addr: int, shape: tuple[int, ...], dtype: str, nbytes: int
     ) -> simpy.Event:
-        """DMA read from HBM; the event's value is the array, read when the channel is granted."""
+        """DMA read from HBM; the event's value is the array, read when the channel is granted.
+
+        The caller has checked the range (``Memory.check``) and the shape; ``dtype`` is a
+        known dtype name.
+        """
         channel = self.pick(self.dma_read)
+        memory, np_dtype = self.memory, to_numpy(dtype)
         return channel.submit(
             cmd,
             self.transfer_cycles(nbytes),
             self.config.hbm_latency,
             future=future,
-            on_grant=lambda: self.memory.get(addr, shape, dtype),
+            on_grant=lambda: memory.read(addr, nbytes, np_dtype, shape),
         )
 
     def write(self, cmd: int, future: int, addr: int, data: np.ndarray) -> simpy.Event:

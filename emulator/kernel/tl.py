@@ -366,15 +366,19 @@ class TL:
         if engine.busy or engine.queue:
             if emit_compound is not None:
                 fields = (cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
-                fields += ("compute", engine_name, engine.cid, cmd)
-                emit_compound(ISSUE_REQUESTED, now, pe, *fields)
+                emit_compound(
+                    ISSUE_REQUESTED, now, pe, *fields, "compute", engine_name, engine.cid, cmd
+                )
             self._switch(engine.submit(cmd, cycles, recorded=emit_compound is not None))
             return
         # A free engine: its hold's end is the completion (_block_until, inlined).
         if emit_compound is not None:
-            fields = (cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc)
-            fields += ("compute", engine_name, engine.cid, cmd, engine.cid, cmd)
-            emit_compound(ISSUE_GRANTED, now, pe, *fields)
+            # One call with every field spelled out (no tuple built to spread).
+            cid = engine.cid
+            emit_compound(
+                ISSUE_GRANTED, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc,
+                "compute", engine_name, cid, cmd, cid, cmd,
+            )  # fmt: skip
             done = engine.submit(cmd, cycles, recorded=True)
         else:
             done = engine.submit(cmd, cycles)
