@@ -11,7 +11,8 @@ run, interleaved) and as the ratio of the fastest times:
 - per tl call: the same run over the bare loop with N = commands plus explicit
   waits (a blocking tl.load counts once);
 - tracing on / off: the run writing a .kbt file over the run without
-  (goal <= 1.15).
+  (goal <= 1.15), with compound records from format 1.2 on (the line above the
+  ratios says how many records the trace holds per command).
 
     python benchmarks/emulator_speed.py [--tiles 4096] [--repeat 5]
 """
@@ -20,26 +21,38 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import os
 import statistics
 import tempfile
 import time
 
+import msgpack
 import simpy
 
-from emulator.recorder import MemoryRecorder
+from emulator.recorder import MemoryRecorder, TeeRecorder
 from emulator.scenarios import decode_prefetch
+from emulator.trace import wire
 from emulator.trace.schema import Kind
+from emulator.trace.writer import TraceWriter
 
 
-def count_work(n_tiles: int) -> tuple[int, int]:
-    """(modelled commands, tl calls) of one run of the decode kernel."""
-    rec = MemoryRecorder()
-    result = decode_prefetch(n_tiles=n_tiles).run(recorder=rec)
+def count_work(n_tiles: int) -> tuple[int, int, int, int, int]:
+    """(modelled commands, tl calls, events, event records, trace bytes) of one run of
+    the decode kernel, traced as ``kbdebug run`` traces it."""
+    rec, out = MemoryRecorder(), io.BytesIO()
+    writer = TraceWriter(out)
+    result = decode_prefetch(n_tiles=n_tiles).run(recorder=TeeRecorder(writer, rec))
     commands = len(result.op_log)
     blocking_loads = sum(1 for e in rec.events if e[0] == Kind.ISSUE and e[4] == "load" and e[10])
     waits = sum(1 for e in rec.events if e[0] == Kind.WAIT_BEGIN)
-    return commands, commands + waits - blocking_loads
+    data = out.getvalue()
+    records = sum(
+        1
+        for record in msgpack.Unpacker(io.BytesIO(data), strict_map_key=False)
+        if isinstance(record, list) and record[0] in wire.EVENT_CODES
+    )
+    return commands, commands + waits - blocking_loads, len(rec.events), records, len(data)
 
 
 def time_emulator(n_tiles: int, trace: str | None = None) -> float:
@@ -83,7 +96,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    commands, calls = count_work(args.tiles)
+    commands, calls, events, records, size = count_work(args.tiles)
     gc.collect()
     off, on, bare_commands, bare_calls = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,6 +108,10 @@ def main() -> None:
             bare_calls.append(time_bare_simpy(calls))
     median_off = statistics.median(off)
     print(f"decode_prefetch, {args.tiles} tiles: {commands} commands, {calls} tl calls")
+    print(
+        f"trace (format {'.'.join(map(str, wire.FORMAT_VERSION))}): {events} events in "
+        f"{records} records ({records / commands:.2f} per command), {size:,} bytes"
+    )
     print(
         f"emulator, tracing off: {median_off:.3f} CPU s median, "
         f"{commands / median_off:,.0f} commands/s"
