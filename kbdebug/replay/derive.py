@@ -279,6 +279,8 @@ def futures_of(c: Columns, k: Commands, kept: Kept, source: str = "<trace>") -> 
 
 def _split_by(keys: np.ndarray, events: np.ndarray, n_groups: int) -> list[np.ndarray]:
     """``events`` (sorted) split into one sorted array per key 0..n_groups-1."""
+    if n_groups == 1 and (not len(keys) or keys.min() == keys.max() == 0):
+        return [events]  # one PE, one channel...: nothing to split, nothing to copy
     if n_groups <= FEW_GROUPS:
         # A pass per group costs less than a stable sort of them all.
         return [events[keys == g] for g in range(n_groups)]
@@ -308,7 +310,10 @@ def per_entity(index: TraceIndex, op_log: dict[str, np.ndarray]) -> None:
 
     k = index.commands
     with_channel = np.flatnonzero(k.channel >= 0).astype(position)
-    with_channel = with_channel[np.argsort(k.request[with_channel], kind="stable")]
+    requested = k.request[with_channel]
+    if (requested[1:] < requested[:-1]).any():  # requested in id order (as a rule): no sort
+        with_channel = with_channel[np.argsort(requested, kind="stable")]
+    del requested
     for cmds in _split_by(k.channel[with_channel], with_channel, len(index.channels)):
         index.channel_cmds.append(cmds)
         release = k.release[cmds]
