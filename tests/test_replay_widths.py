@@ -147,3 +147,25 @@ def test_a_cancelled_open_leaves_no_thread(big_trace):
     with pytest.raises(KeyboardInterrupt):
         Replay.open(big_trace, progress=cancel, cache=False)
     assert feed_threads() == []
+
+
+@pytest.mark.parametrize(
+    "at, what",
+    [
+        (1, "ISSUE of command 0"),
+        (3, "CHAN_REQUEST of command 0"),
+        (4, "CHAN_GRANT of command 0"),
+        (5, "WAIT_BEGIN of future 0"),
+        (6, "CHAN_RELEASE of command 0"),
+        (7, "COMPLETE of command 0"),
+        (8, "WAIT_END of future 0"),
+    ],
+)
+def test_a_duplicated_record_is_refused_naming_both_events(tmp_path, at, what):
+    events = big_value_events()
+    events.insert(at + 1, events[at])  # the same record twice, at ``at`` and ``at + 1``
+    path = tmp_path / "twice.kbt"
+    write(path, events)
+    with pytest.raises(TraceFormatError, match=rf"{what} again \(first at event {at}\)") as e:
+        Replay.open(path, cache=False)
+    assert e.value.event_index == at + 1
