@@ -4,9 +4,9 @@ Every trace here is decoded by a reference decoder of this file's own (msgpack o
 the bytes, dt resolved, compounds expanded by ``schema.expand``, string and loc ids
 mapped back), not by the project's reader, and compared event for event with what
 a MemoryRecorder got in the same run, with the same run written one record per
-event, and with the bundled traces. (Those were re-recorded in format 1.2 after
-each was checked to decode to exactly the events of its 1.1 recording: commit
-be3bbc4. Before that, this test compared against the 1.1 recordings themselves.)
+event, and with the bundled traces. (Those were re-recorded in format 1.2 in commit
+be3bbc4; each decodes, by this decoder, to exactly the events and footer of its 1.1
+recording at be3bbc4~1, the header differing only in its version.)
 """
 
 from __future__ import annotations
