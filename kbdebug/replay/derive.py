@@ -36,6 +36,17 @@ _STATUS_KINDS = (
 _SCRATCH_KINDS = (Kind.SCRATCH_ALLOC, Kind.SCRATCH_FREE)
 
 
+def entity_events(kind: np.ndarray, loc: np.ndarray) -> dict[str, np.ndarray]:
+    """Of events with these ``kind`` and ``loc`` columns, the indices of those that carry a
+    source location ("loc"), change their PE's status ("status") or its scratch use
+    ("scratch"): what per_entity splits by PE."""
+    return {
+        "loc": np.flatnonzero(loc >= 0),
+        "status": np.flatnonzero(kinds_mask(kind, _STATUS_KINDS)),
+        "scratch": np.flatnonzero(kinds_mask(kind, _SCRATCH_KINDS)),
+    }
+
+
 def kinds_mask(kind: np.ndarray, kinds: Iterable[int]) -> np.ndarray:
     """Where ``kind`` (a kind column) is one of ``kinds``: a table lookup, which keeps
     no temporaries wider than the result (np.isin made int64 copies of the column)."""
@@ -122,11 +133,12 @@ def _refuse_first(bad: np.ndarray, events: np.ndarray, message: str, source: str
         )
 
 
-def check_order(c: Columns, k: Commands, f: Futures, source: str) -> None:
+def check_order(c: Columns, k: Commands, f: Futures, status: np.ndarray, source: str) -> None:
     """Refuse events of a command or a wait out of the order the emulator records them in
     (request, grant, release after the issue, in that order; completion after the
-    issue; a wait's end after its begin, having stalled no longer than it lasted), so
-    that no duration computed from them is negative or longer than the run."""
+    issue; a wait's end after its begin, having stalled no longer than it lasted; a
+    kernel's end after its start), so that no duration computed from them is negative
+    or longer than the run. ``status``: the indices of the status events (entity_events)."""
     issue = k.issue
     for events, name in (
         (k.request, "CHAN_REQUEST"),
@@ -159,11 +171,12 @@ def check_order(c: Columns, k: Commands, f: Futures, source: str) -> None:
         "WAIT_END of future {id} before (or without) its WAIT_BEGIN",
         source,
     )
-    starts = np.flatnonzero(c.kind == Kind.KERNEL_START)
+    kinds = c.kind[status]
+    starts = status[kinds == Kind.KERNEL_START]
     start = _first_at(
         _n_pes(c), c.pe[starts].astype(np.int64), starts, "KERNEL_START on PE", source
     )
-    ends = np.flatnonzero(kinds_mask(c.kind, _END_KINDS))
+    ends = status[kinds_mask(kinds, _END_KINDS)]
     early = ends[ends < start[c.pe[ends]]]
     if len(early):
         raise TraceFormatError(
@@ -294,19 +307,23 @@ def _never_as(events: np.ndarray, never: int) -> np.ndarray:
     return np.where(events >= 0, events, never)
 
 
-def per_entity(index: TraceIndex, op_log: dict[str, np.ndarray]) -> None:
+def per_entity(
+    index: TraceIndex, op_log: dict[str, np.ndarray], entity: dict[str, np.ndarray]
+) -> None:
     """Fill in the per-PE and per-channel event lists, the live table and the op log's
-    events by (category, op) (``op_log``: the fields kept of OP_LOG events)."""
+    events by (category, op) (``op_log``: the fields kept of OP_LOG events; ``entity``:
+    entity_events of the whole trace)."""
     c = index.columns
     n_pes, n = index.n_pes, index.n_events
     position = position_dtype(n)
-    for mask, out in (
-        (c.loc >= 0, index.pe_loc_events),
-        (kinds_mask(c.kind, _STATUS_KINDS), index.pe_status_events),
-        (kinds_mask(c.kind, _SCRATCH_KINDS), index.pe_scratch_events),
+    for name, out in (
+        ("loc", index.pe_loc_events),
+        ("status", index.pe_status_events),
+        ("scratch", index.pe_scratch_events),
     ):
-        events = np.flatnonzero(mask).astype(position)
-        out.extend(_split_by(c.pe[events], events, n_pes))
+        events = entity[name]
+        # One PE: every event is PE 0's (the reader checks each PE against the mesh).
+        out.extend([events] if n_pes == 1 else _split_by(c.pe[events], events, n_pes))
 
     k = index.commands
     with_channel = np.flatnonzero(k.channel >= 0).astype(position)

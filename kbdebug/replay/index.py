@@ -17,7 +17,14 @@ from emulator.trace import wire
 from emulator.trace.reader import EventTables, Trace
 from emulator.trace.rules import RULES
 from emulator.trace.schema import FIELDS, Kind, field_index
-from kbdebug.replay.derive import check_ids, check_order, commands_of, futures_of, per_entity
+from kbdebug.replay.derive import (
+    check_ids,
+    check_order,
+    commands_of,
+    entity_events,
+    futures_of,
+    per_entity,
+)
 from kbdebug.replay.tables import (
     _COLUMN_OF_FIELD,
     COLUMN_OF_FIELD,
@@ -157,6 +164,8 @@ class IndexBuilder:
             }
             for kind, fields in _KEPT.items()
         }
+        # The indices of the events per_entity splits by PE (see entity_events).
+        self._entity = {name: _Kept(capacity, np.int32) for name in ("loc", "status", "scratch")}
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
         self._checks = self._checks_now()
@@ -196,6 +205,9 @@ class IndexBuilder:
         for kind, (at, rows) in tables.tables.items():
             for offset, column in ((1, "time"), (2, "pe"), *_PLACES[kind]):
                 cols[column][at] = rows[:, offset]
+        position = position_dtype(base + n)
+        for name, events in entity_events(tables.kinds, cols["loc"]).items():
+            self._entity[name].append(events + base, position)
         for kind, fields in _KEPT.items():
             if kind not in tables.tables:
                 continue
@@ -204,7 +216,7 @@ class IndexBuilder:
             for name, (item, dtype) in fields.items():
                 if item < 0:
                     values = at + base
-                    dtype = position_dtype(base + n)
+                    dtype = position
                 else:
                     values = rows[:, item]
                     if dtype is None:
@@ -265,7 +277,9 @@ class IndexBuilder:
         futures = futures_of(columns, commands, kept, source)
         op_log = kept.pop(Kind.OP_LOG)
         del kept
-        check_order(columns, commands, futures, source)
+        entity = {name: events.array() for name, events in self._entity.items()}
+        self._entity = {}
+        check_order(columns, commands, futures, entity["status"], source)
         shapes = [shape for shape, _ in sorted(self._shapes.items(), key=lambda kv: kv[1])]
         index = TraceIndex(
             header=trace.header,
@@ -279,7 +293,7 @@ class IndexBuilder:
             commands=commands,
             futures=futures,
         )
-        per_entity(index, op_log)
+        per_entity(index, op_log, entity)
         return index
 
 
