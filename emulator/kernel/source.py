@@ -71,9 +71,10 @@ class LocationCache:
         self._on_new_file = on_new_file
         self._kernel_code: CodeType | None = None
         # The last helper frame asked about (kept, so its id is not reused) and its
-        # locs by call offset.
+        # locs by call offset: the table of (id(its code), kernel offset) in _helper_tables.
         self._helper_frame: FrameType | None = None
         self._helper_locs: dict[int, SourceLoc] = {}
+        self._helper_tables: dict[tuple[int, int], dict[int, SourceLoc]] = {}
 
     @property
     def kernel_code(self) -> CodeType | None:
@@ -85,6 +86,7 @@ class LocationCache:
         self._in_kernel = {}
         self._helper_frame = None
         self._helper_locs = {}
+        self._helper_tables = {}
 
     def caller(self, depth: int = 2) -> SourceLoc:
         """The location of the innermost frame outside the emulator's kernel layer, with
@@ -137,12 +139,13 @@ class LocationCache:
             loc = self.of_frame(frame, frame.f_lineno)._replace(caller=caller)
             self._called[key3] = loc
         # While a (plain function's) frame runs, the frames that called it stay where
-        # they are, so its call offset alone names its loc; a generator's frame can be
-        # resumed from elsewhere. Holding the frame keeps its identity from being reused.
+        # they are, so its call offset alone names its loc, in a table shared by every
+        # call of its code from this kernel line; a generator's frame can be resumed from
+        # elsewhere. Holding the frame keeps its identity from being reused.
         if not code.co_flags & _RESUMABLE:
             if frame is not self._helper_frame:
                 self._helper_frame = frame
-                self._helper_locs = {}
+                self._helper_locs = self._helper_tables.setdefault(key3[::2], {})
             self._helper_locs[frame.f_lasti] = loc
         return loc
 
