@@ -219,6 +219,54 @@ def test_helper_called_from_two_lines_records_each_calling_line():
     ]
 
 
+def _two_steps(tl, x):
+    y = x * 2.0
+    return tl.maximum(y, 0.0)
+
+
+def _steps_from_two_lines_twice(tl, ptr):
+    a = tl.load(ptr, (4,), "f32")
+    for _ in range(2):
+        a = _two_steps(tl, a)
+        a = _two_steps(tl, a)
+
+
+def test_a_helper_called_again_from_each_line_keeps_each_calling_line():
+    """Locs of a helper's calls are remembered per kernel line calling it: the second
+    round of calls must not take the first round's (or the other line's) locs."""
+    mul = _two_steps.__code__.co_firstlineno + 1
+    first = _steps_from_two_lines_twice.__code__.co_firstlineno
+    one_round = [
+        ("mul", mul, first + 3),
+        ("maximum", mul + 1, first + 3),
+        ("mul", mul, first + 4),
+        ("maximum", mul + 1, first + 4),
+    ]
+    assert _locs(_steps_from_two_lines_twice)[1:] == one_round * 2
+
+
+def _zeros_forever(tl):
+    while True:
+        yield tl.zeros((4,), "f32")
+
+
+def _generator_resumed_from_two_lines(tl, ptr):
+    gen = _zeros_forever(tl)
+    next(gen)
+    next(gen)
+    next(gen)
+
+
+def test_a_generator_helper_records_the_line_that_resumed_it():
+    line = _zeros_forever.__code__.co_firstlineno + 2
+    first = _generator_resumed_from_two_lines.__code__.co_firstlineno
+    assert _locs(_generator_resumed_from_two_lines) == [
+        ("zeros", line, first + 2),
+        ("zeros", line, first + 3),
+        ("zeros", line, first + 4),
+    ]
+
+
 def _two_computes(tl):
     tl.exp(tl.zeros((64,), "f32"))
 
