@@ -63,18 +63,16 @@ class LocationCache:
         self._in_kernel: dict[int, SourceLoc] = {}
         # (id(code), offset) -> loc of a call outside the kernel function's frames.
         self._outside: dict[tuple[int, int], SourceLoc] = {}
-        # (id(helper code), helper offset, kernel offset) -> loc with its caller.
-        self._called: dict[tuple[int, int, int], SourceLoc] = {}
         # Every code object whose id is in a key, by id.
         self._codes: dict[int, CodeType] = {}
         self._files: dict[str, str] = {}
         self._on_new_file = on_new_file
         self._kernel_code: CodeType | None = None
-        # The last helper frame asked about (kept, so its id is not reused) and its
-        # locs by call offset: the table of (id(its code), kernel offset) in _helper_tables.
+        # (id(helper code), kernel offset) -> {helper offset: loc with its caller}.
+        self._helper_tables: dict[tuple[int, int], dict[int, SourceLoc]] = {}
+        # The last helper frame asked about (kept, so its id is not reused) and its table.
         self._helper_frame: FrameType | None = None
         self._helper_locs: dict[int, SourceLoc] = {}
-        self._helper_tables: dict[tuple[int, int], dict[int, SourceLoc]] = {}
 
     @property
     def kernel_code(self) -> CodeType | None:
@@ -131,22 +129,24 @@ class LocationCache:
                 self._codes[key[0]] = code
                 loc = self._outside[key] = self.of_frame(frame, frame.f_lineno)
             return loc
-        key3 = (id(code), frame.f_lasti, kernel.f_lasti)
-        loc = self._called.get(key3)
+        # One table per (helper code, kernel offset): the loc of each call offset in it.
+        key = (id(code), kernel.f_lasti)
+        table = self._helper_tables.get(key)
+        if table is None:
+            self._codes[key[0]] = code
+            table = self._helper_tables[key] = {}
+        loc = table.get(frame.f_lasti)
         if loc is None:
-            self._codes[key3[0]] = code
             caller = self.of_frame(kernel, kernel.f_lineno)
             loc = self.of_frame(frame, frame.f_lineno)._replace(caller=caller)
-            self._called[key3] = loc
+            table[frame.f_lasti] = loc
         # While a (plain function's) frame runs, the frames that called it stay where
-        # they are, so its call offset alone names its loc, in a table shared by every
-        # call of its code from this kernel line; a generator's frame can be resumed from
-        # elsewhere. Holding the frame keeps its identity from being reused.
+        # they are, so its later calls find their locs in this table by offset alone; a
+        # generator's frame can be resumed from elsewhere. Holding the frame keeps its
+        # identity from being reused.
         if not code.co_flags & _RESUMABLE:
-            if frame is not self._helper_frame:
-                self._helper_frame = frame
-                self._helper_locs = self._helper_tables.setdefault(key3[::2], {})
-            self._helper_locs[frame.f_lasti] = loc
+            self._helper_frame = frame
+            self._helper_locs = table
         return loc
 
     def of_frame(self, frame: FrameType, line: int) -> SourceLoc:
