@@ -26,7 +26,7 @@ _SPECS: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {
 }
 
 
-_ISSUE, _OP_LOG = int(Kind.ISSUE), int(Kind.OP_LOG)
+_ISSUE, _OP_LOG, _WAIT_BEGIN = int(Kind.ISSUE), int(Kind.OP_LOG), int(Kind.WAIT_BEGIN)
 
 # Per compound code: (number of fields, events it stands for beyond the first).
 _COMPOUND_SPECS: dict[int, tuple[int, int]] = {
@@ -233,7 +233,13 @@ class TraceWriter:
         # pending events do not make the collector scan the emulator's whole heap.
         code = spec[0]
         if not spec[2]:
-            record = (code, time - last, pe, *fields)
+            record = (code, time - last, pe) + fields
+        elif code == _WAIT_BEGIN:  # a wait that stalls
+            future, loc = fields
+            loc_id = self._locs.get(loc)
+            if loc_id is None:
+                loc_id = self._define_loc(loc)
+            record = (code, time - last, pe, future, loc_id)
         elif code == _ISSUE:  # the commonest interned kinds, interned inline
             cmd, op, future, addr, nbytes, shape, dtype, blocking, loc = fields
             strings = self._strings
