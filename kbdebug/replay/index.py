@@ -102,7 +102,12 @@ _KEPT: dict[Kind, dict[str, tuple[int, Any]]] = {
         (Kind.OP_LOG, (("category", np.int32), ("op", np.int32))),
     )
 }  # fmt: skip
-_KEPT[Kind.ISSUE]["pe"] = (2, np.int32)
+_KEPT[Kind.ISSUE]["pe"] = (2, np.int32)  # item 2 of every record, not one of its fields
+# Room made for a kept field at first: the columns' room over this. That room is a
+# file's size over the smallest record, some 3x the events of a real trace, and a kept
+# kind is seldom more than half of them: a field seldom grows (by a copy), and the
+# virtual memory the fields reserve stays near that of the columns.
+KEPT_SHARE = 4
 # The smallest event record: a fixarray header, kind, dt and pe of one byte each.
 MIN_EVENT_BYTES = wire.MIN_EVENT_BYTES
 # Columns made room for at once, at most (a file's size allows more on paper): past this
@@ -159,13 +164,15 @@ class IndexBuilder:
         # Per kind in _KEPT, per field, its values so far.
         self._kept = {
             kind: {
-                name: _Kept(capacity, _kept_dtype(name, dtype))
+                name: _Kept(capacity // KEPT_SHARE, _kept_dtype(name, dtype))
                 for name, (_, dtype) in fields.items()
             }
             for kind, fields in _KEPT.items()
         }
         # The indices of the events per_entity splits by PE (see entity_events).
-        self._entity = {name: _Kept(capacity, np.int32) for name in ("loc", "status", "scratch")}
+        self._entity = {
+            name: _Kept(capacity // KEPT_SHARE, np.int32) for name in ("loc", "status", "scratch")
+        }
         self._shapes: dict[tuple[int, ...], int] = {}
         self._count = 0
         self._checks = self._checks_now()
