@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from trace_synth import loc, record_run
+from trace_synth import decode_like_events, loc, record_run
 
 from emulator.trace import TraceFormatError
 from emulator.trace.reader import read_trace
@@ -169,3 +169,21 @@ def test_a_duplicated_record_is_refused_naming_both_events(tmp_path, at, what):
     with pytest.raises(TraceFormatError, match=rf"{what} again \(first at event {at}\)") as e:
         Replay.open(path, cache=False)
     assert e.value.event_index == at + 1
+
+
+def test_room_made_too_small_grows_without_losing_an_event(tmp_path):
+    path = tmp_path / "decode.kbt"
+    write(path, decode_like_events(30_000))  # some 4,400 ISSUEs: past a kept field's first room
+    trace = read_trace(path)
+    builder = IndexBuilder(capacity=2)  # columns for 2 events, kept fields for none
+    for start in range(0, len(trace.events), 1000):
+        builder.add(trace.events[start : start + 1000])
+    index = builder.build(trace)
+    replay = Replay.open(path, cache=False)
+    for table in ("columns", "commands", "futures"):
+        for name, column in vars(getattr(replay.index, table)).items():
+            assert getattr(getattr(index, table), name).tolist() == column.tolist(), (table, name)
+    for name in ("pe_loc_events", "pe_status_events", "pe_scratch_events", "channel_cmds"):
+        assert [a.tolist() for a in getattr(index, name)] == [
+            a.tolist() for a in getattr(replay.index, name)
+        ], name
