@@ -13,6 +13,7 @@ import numpy as np
 
 from emulator.trace.schema import Kind
 from kbdebug.replay import Replay
+from kbdebug.ui.cycles import count, cycle_dtype, gather, narrow
 
 #: Cell codes a lane can show in a column (FULL: the selected future's transfer).
 IDLE, LIGHT, MEDIUM, HEAVY, FULL = range(5)
@@ -37,12 +38,19 @@ class Intervals:
     before: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        order = np.argsort(self.starts, kind="stable")
-        self.starts = self.starts[order].astype(np.float64)
-        self.ends = np.maximum(self.ends[order].astype(np.float64), self.starts)
-        self.ids = self.ids[order]
+        starts, ends, ids = np.asarray(self.starts), np.asarray(self.ends), np.asarray(self.ids)
+        if len(starts) > 1 and not (starts[1:] >= starts[:-1]).all():
+            order = np.argsort(starts, kind="stable")
+            starts, ends, ids = starts[order], ends[order], ids[order]
+        # Cycles as narrow integers (see kbdebug.ui.cycles): half of float64 at 10M events.
+        self.starts, self.ends = narrow(starts, np.maximum(ends, starts))
+        self.ids = ids
         lengths = self.ends - self.starts
-        self.before = np.concatenate(([0.0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
+        self.before = np.zeros(len(lengths), _total_dtype(lengths))
+        if len(lengths) > 1:
+            np.cumsum(lengths[:-1], dtype=self.before.dtype, out=self.before[1:])
+        #: The zero-length intervals' starts, which ``touching`` also shows.
+        self.points = self.starts[lengths == 0]
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -51,9 +59,10 @@ class Intervals:
         """Cycles covered by the intervals before each time in ``t``."""
         if not len(self.starts):
             return np.zeros(len(t))
-        k = np.searchsorted(self.starts, t, side="right") - 1
+        k = count(self.starts, t, "right") - 1
         kc = np.maximum(k, 0)
-        partial = np.clip(t - self.starts[kc], 0.0, self.ends[kc] - self.starts[kc])
+        start = self.starts[kc].astype(np.float64)
+        partial = np.clip(t - start, 0.0, self.ends[kc] - start)
         return np.where(k >= 0, self.before[kc] + partial, 0.0)
 
     def fraction(self, edges: np.ndarray) -> np.ndarray:
@@ -68,13 +77,20 @@ class Intervals:
         lo, hi = edges[:-1], edges[1:]
         # A [start, end) interval is in [lo, hi) when start < hi and end > lo; ``ends`` is
         # sorted too because the intervals do not overlap.
-        started = np.searchsorted(self.starts, hi, side="left")
-        ended = np.searchsorted(self.ends, lo, side="right")
+        started = count(self.starts, hi, "left")
+        ended = count(self.ends, lo, "right")
         touching = started > ended
-        points = self.starts[self.ends == self.starts]
+        points = self.points
         if len(points):
-            touching |= np.searchsorted(points, hi, "left") > np.searchsorted(points, lo, "left")
+            touching |= count(points, hi, "left") > count(points, lo, "left")
         return touching
+
+
+def _total_dtype(lengths: np.ndarray) -> np.dtype:
+    """A dtype that holds the running total of ``lengths`` exactly."""
+    if lengths.dtype.kind == "f":
+        return np.dtype(np.float64)
+    return cycle_dtype(0, int(lengths.sum(dtype=np.int64)) if len(lengths) else 0)
 
 
 def _eighths(fraction: np.ndarray, touching: np.ndarray) -> np.ndarray:
@@ -190,8 +206,8 @@ class ScratchLane(Lane):
         times, levels = self.times, self.levels
         if not len(times):
             return np.full(n, LEVEL, dtype=np.int8)
-        lo = np.searchsorted(times, edges[:-1], side="left")
-        hi = np.searchsorted(times, edges[1:], side="left")
+        lo = count(times, edges[:-1], "left")
+        hi = count(times, edges[1:], "left")
         entering = np.where(lo > 0, levels[np.maximum(lo - 1, 0)], 0)
         peak = entering.copy()
         inside = hi > lo
@@ -209,8 +225,8 @@ class ScratchLane(Lane):
         times, levels = self.times, self.levels
         if not len(times):
             return 0
-        lo = int(np.searchsorted(times, start, side="left"))
-        hi = int(np.searchsorted(times, end, side="left"))
+        lo = int(count(times, start, "left"))
+        hi = int(count(times, end, "left"))
         entering = int(levels[lo - 1]) if lo > 0 else 0
         return max(entering, int(levels[lo:hi].max(initial=0)))
 
@@ -247,6 +263,9 @@ def build_timeline(replay: Replay) -> TimelineData:
     c, k, f = index.columns, index.commands, index.futures
     end_time = max(replay.end_time, int(c.time[-1]) if index.n_events else 0)
     time = c.time
+    # One dtype for every cycle the lanes keep, from the column's range: gathers then
+    # write it directly, with no full-length int64 or float64 copy on the way.
+    cycles = cycle_dtype(int(time.min()), max(int(time.max()), end_time)) if len(time) else np.int32
     lanes: list[Lane] = []
 
     ends_by_pe = _kernel_ends(replay)
@@ -280,9 +299,8 @@ def build_timeline(replay: Replay) -> TimelineData:
             granted = cmds[k.grant[cmds] >= 0]
             if not len(granted):
                 continue
-            grant_t = time[k.grant[granted]]
-            rel = k.release[granted]
-            rel_t = np.where(rel >= 0, time[np.maximum(rel, 0)], end_time)
+            grant_t = gather(time, k.grant[granted], cycles)
+            rel_t = gather(time, k.release[granted], cycles, missing=end_time)
             lanes.append(
                 ChannelLane(
                     pe,
@@ -300,7 +318,7 @@ def build_timeline(replay: Replay) -> TimelineData:
                 pe,
                 f"{'':<{width}} scratch",
                 "scratch",
-                times=time[events].astype(np.float64),
+                times=narrow(time[events])[0],
                 levels=levels,
                 # Against the capacity, so 32K of 1M reads as nearly empty; a trace that
                 # does not say its capacity (or overflowed it) is scaled to its peak.
