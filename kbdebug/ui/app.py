@@ -140,7 +140,9 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         self.reloading = False
         self._rerun_process: subprocess.Popen | None = None
         self._timeline_data: TimelineData | None = None
-        self._tl_calls: list[np.ndarray] = []
+        #: Per PE, its tl calls (for n/N): found at the first n, not on the way to the
+        #: first screen (at 10M events, three passes over the kind column and ~30 MB).
+        self._tl_calls: list[np.ndarray] | None = None
 
     # --- layout --------------------------------------------------------------------------
 
@@ -201,9 +203,11 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
     def _opened(self) -> None:
         replay = self.replay
         self._fit_panes()
-        self._tl_calls = queries.tl_calls_by_pe(replay)
+        self._tl_calls = None
         self.query_one(FindingsView).note = "looking for serialisation…"
-        self.compute_findings(replay)
+        # After the first full screen is drawn: started before, the findings' thread takes
+        # the GIL and ~100 MB from that first render of a large trace.
+        self.call_after_refresh(self.compute_findings, replay)
         self.position = replay.position
         self.status = "paused at the start: s steps, w then c stops at stalled waits, ? for help"
         self._breakpoints_changed()
@@ -378,6 +382,8 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         self._moved("paused")
 
     def action_next_call(self, direction: int) -> None:
+        if self._tl_calls is None:
+            self._tl_calls = queries.tl_calls_by_pe(self.replay)
         calls = self._tl_calls[self.focused_pe] if self._tl_calls else np.empty(0, np.int64)
         found = queries.next_event(calls, self.position, reverse=direction < 0)
         if found is None:
