@@ -374,8 +374,9 @@ def app_first_screen(path: Path) -> tuple[float, float, float]:
     return screen, rss, findings
 
 
-def bench_app(path: Path, runs: int, goal_s: float, goal_mb: float) -> None:
-    """The app's first full screen on ``path``, first open (empty cache) and re-open."""
+def bench_app(path: Path, runs: int, goal_s: float, goal_mb: float, reopen_s: float) -> None:
+    """The app's first full screen on ``path``, first open (empty cache, goal ``goal_s``)
+    and re-open (goal ``reopen_s``)."""
     figures: dict[str, list[tuple[float, float, float]]] = {"first": [], "re-open": []}
     for _ in range(runs):
         clear_cache()
@@ -386,8 +387,9 @@ def bench_app(path: Path, runs: int, goal_s: float, goal_mb: float) -> None:
         rss = [r for _, r, _ in samples]
         findings = [f for _, _, f in samples]
         mid = statistics.median(screen)
+        goal = goal_s if name == "first" else reopen_s
         report(f"app first full screen, {name} (median; min {min(screen):.2f})", mid, "s",
-               f"<= {goal_s:g} s", mid <= goal_s)  # fmt: skip
+               f"<= {goal:g} s", mid <= goal)  # fmt: skip
         mid = statistics.median(rss)
         report(f"  peak RSS then (median; min {min(rss):.0f})", mid, "MB", f"<= {goal_mb:g} MB",
                mid <= goal_mb)  # fmt: skip
@@ -413,12 +415,12 @@ def main() -> None:
         if not args.ten_million_only:
             bench_million(path, args.seeks, rng, args.runs)
             if args.app:
-                bench_app(path, max(1, min(args.runs, 3)), 2, 300)
+                bench_app(path, max(1, min(args.runs, 3)), 2, 300, 1)
         if args.ten_million or args.ten_million_only:
             big = concatenated_trace(path, 10)
             bench_ten_million(big, args.seeks, rng, max(1, min(args.runs, 3)))
             if args.app:
-                bench_app(big, max(1, min(args.runs, 3)), 5, 800)
+                bench_app(big, max(1, min(args.runs, 3)), 5, 800, 1)
 
 
 if __name__ == "__main__":
