@@ -642,7 +642,7 @@ class _Diagnosis:
             self.joint = joint
         else:
             self.joint = found[0][1] if found else 0
-        return [(g, saving) for g, saving in found if saving >= self.floor()]
+        return [(g, saving) for g, saving in _merged(found) if saving >= self.floor()]
 
     def _paying(self, found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
         """The groups whose fixes pay: those that gain alone, and those that only gain
@@ -876,3 +876,19 @@ def _words(d: _Diagnosis, g: _Group, loc: SourceLoc | None, stall: int) -> tuple
         "post tl.recv_async early, do the work that does not need the message, then tl.wait"
     )
     return message, suggestion
+
+
+def _merged(found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
+    """One group per rule and issue line: streams split by their wait lines (two loads
+    of a tile issued from one line) are one finding, one id, their savings added."""
+    out: dict[tuple[str, int], tuple[_Group, int]] = {}
+    for g, saving in found:
+        key = (g.rule, g.loc_id)
+        if key not in out:
+            out[key] = (g, saving)
+            continue
+        first, total = out[key]
+        first.cmds = sorted(first.cmds + g.cmds)
+        first.moves = {**first.moves, **g.moves}
+        out[key] = (first, total + saving)
+    return list(out.values())
