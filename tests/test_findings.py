@@ -314,3 +314,57 @@ def test_depth_one_pipeline_in_a_helper_gets_prefetch_deeper_with_a_true_saving(
     assert depth > 1
     saved = shallow.end_time - run(depth).end_time
     assert abs(f.saving - saved) <= 0.1 * saved
+
+
+class _PairStream:
+    """A user's own pipeline helper: both loads of a tile issued from one line."""
+
+    def __init__(self, tl, ptrs, n):
+        self.tl, self.ptrs, self.n, self.q, self.j = tl, ptrs, n, [], 0
+
+    def take(self):
+        if not self.q and self.j < self.n:
+            self.q.append(
+                [self.tl.load_async(p + self.j * 4096, (32, 64), "f16") for p in self.ptrs]
+            )
+            self.j += 1
+        fa, fb = self.q.pop(0)
+        a = self.tl.wait(fa)
+        b = self.tl.wait(fb)
+        if self.j < self.n:
+            self.q.append(
+                [self.tl.load_async(p + self.j * 4096, (32, 64), "f16") for p in self.ptrs]
+            )
+            self.j += 1
+        return a, b
+
+
+def _pair_kernel(tl, a_ptr, b_ptr, n):
+    stream = _PairStream(tl, (a_ptr, b_ptr), n)
+    acc = tl.zeros((32, 32))
+    for _ in range(n):
+        a, b = stream.take()
+        acc = acc + tl.exp(tl.dot(a, tl.trans(b)) * 0.01)
+
+
+def test_two_streams_issued_from_one_line_are_one_finding_with_one_id(tmp_path):
+    from emulator.scenarios import Scenario
+
+    n = 12
+    mem = Memory(size_bytes=1 << 21)
+    a = mem.put(np.ones((n * 32, 64), np.float16))
+    b = mem.put(np.ones((n * 32, 64), np.float16))
+    scenario = Scenario(
+        kernel=_pair_kernel,
+        args=(a, b, n),
+        grid=(1,),
+        memory=mem,
+        config=HardwareConfig(hbm_latency=2000),
+    )
+    path = tmp_path / "pair.kbt"
+    scenario.run(trace=path)
+    found = find_all(Replay.open(path))
+    ids = [f.id for f in found]
+    assert len(ids) == len(set(ids))
+    (f,) = [f for f in found if f.rule == "KB107"]
+    assert f.count == 2 * (n - 1) or f.count == 2 * n
