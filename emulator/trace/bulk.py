@@ -222,15 +222,53 @@ def _values(
     return values, big
 
 
+@dataclass
+class Records:
+    """Where the top-level records of a block start (find_records): the first part of
+    scan_block, which alone decides where the block's whole records end, and so where
+    the next block starts (``stop``, unless scan_records finds one of them unusual).
+
+    ``data`` is the block's bytes (padded by 8); ``tokens``, ``first`` and ``cls``
+    its tokens' offsets, first bytes and classes, up to the first ``foreign`` one;
+    ``end`` the end of the last of them; ``items`` each token's items (of an array
+    header, else 0); ``starts`` the first token of each record, the first ``count``
+    of them whole.
+    """
+
+    data: np.ndarray
+    tokens: np.ndarray
+    first: np.ndarray
+    cls: np.ndarray
+    foreign: bool
+    end: int
+    items: np.ndarray
+    starts: np.ndarray
+    count: int
+
+    @property
+    def stop(self) -> int:
+        """The end of the block's whole records."""
+        if self.count <= 0:
+            return 0
+        if self.count < len(self.starts):
+            return int(self.tokens[self.starts[self.count]])
+        return self.end
+
+
 def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -> BlockScan:
     """Scan ``block``, which starts at a record boundary (see the module docstring);
     with ``compounds`` (a file of format 1.2 or later), compound records are events too,
     each split into the events it stands for."""
+    return scan_records(find_records(block), compounds)
+
+
+def find_records(block: bytes | bytearray | memoryview) -> Records:
+    """Cut ``block``, which starts at a record boundary, into tokens and top-level records."""
     n = len(block)
-    empty = BlockScan(0, False, False, np.empty(0, np.int8), {}, [], [])
-    if not n:
-        return empty
     data = np.zeros(n + 8, dtype=np.uint8)
+    nothing = np.empty(0, dtype=np.int64)
+    if not n:
+        return Records(data, nothing, data[:0], _CLASS[:0], False, 0, nothing, nothing, 0)
     data[:n] = np.frombuffer(block, dtype=np.uint8)
     tokens = _token_starts(data, n)
     first = data[tokens]
@@ -243,8 +281,7 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
     else:
         end = int(tokens[-1] + _LENGTH[first[-1]])
     if not len(tokens):
-        empty.foreign = True
-        return empty
+        return Records(data, tokens, first, cls, True, end, nothing, nothing, 0)
     # A top-level object starts where the items still owed reach a new low.
     # Items of each fixarray header (0x90 + count), 0 for other tokens; int32: an
     # array has 65535 items at most. Arithmetic, not a lookup: a cast and a compare.
@@ -266,9 +303,22 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
     whole_tail = int(before[-1] + owed[-1]) == -count and end <= n
     if not whole_tail:
         count -= 1
+    return Records(data, tokens, first, cls, bool(len(foreign)), end, items, starts, count)
+
+
+def scan_records(block: Records, compounds: bool = False) -> BlockScan:
+    """The rest of scan_block: the records find_records found in a block, checked, and
+    their events gathered into rows per kind."""
+    data, tokens, first, cls = block.data, block.tokens, block.first, block.cls
+    end, items, starts, count, foreign = (
+        block.end,
+        block.items,
+        block.starts,
+        block.count,
+        block.foreign,
+    )
     if count <= 0:
-        empty.foreign = bool(len(foreign))
-        return empty
+        return BlockScan(0, False, foreign, np.empty(0, np.int8), {}, [], [])
     record_tokens = np.diff(np.append(starts, len(tokens)))[:count]
     offsets = np.append(tokens[starts], end)[: count + 1]
     values, big = _values(data, tokens, first)
@@ -374,7 +424,7 @@ def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -
     return BlockScan(
         stop=int(offsets[used]),
         unusual=used < count,
-        foreign=used == count and bool(len(foreign)),
+        foreign=used == count and foreign,
         kinds=event_kinds,
         tables=tables,
         shapes=shapes,
