@@ -341,14 +341,14 @@ APP_SCRIPT = """
 import asyncio, sys, time
 sys.path.insert(0, {root!r})
 start = time.perf_counter()
-from kbdebug.ui import KbdebugApp
+from kbdebug.commands.replay import make_app  # what `kbdebug TRACE` runs
+app = make_app({path!r})
 from kbdebug.ui.futures_table import FuturesTable
 
 def hwm():
     return int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])
 
 async def main():
-    app = KbdebugApp({path!r})
     async with app.run_test(size=(160, 48)):
         while app.replay is None or not app.query(FuturesTable):
             await asyncio.sleep(0.005)

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.reader import open_trace_file, read_trace
@@ -17,6 +18,9 @@ from emulator.trace.writer import TraceWriter
 from kbdebug import __version__
 from kbdebug.commands.hints import not_a_trace_hint
 from kbdebug.errors import UserError
+
+if TYPE_CHECKING:
+    from kbdebug.ui import KbdebugApp
 
 #: Opened by a bare ``kbdebug``.
 BUNDLED_TRACE = "flawed_prefetch.kbt"
@@ -160,13 +164,28 @@ def open_app(path: Path, rerun: Sequence[str] | None = None) -> int:
     ``rerun`` is the ``kbdebug`` argv (``run ...``) that records the trace again:
     the app offers a key for it when it knows how.
     """
+    app = make_app(path, rerun)
+    app.run()
+    if app.load_error is not None:
+        raise UserError(app.load_error)
+    return 0
+
+
+def make_app(path: Path, rerun: Sequence[str] | None = None) -> KbdebugApp:
+    """The app on the trace at ``path``, not yet running (UserError: see open_app).
+
+    A small trace is opened here, before the first screen; a large one starts
+    opening on a thread of its own before the app's modules are even imported, and
+    the app collects it (with a progress bar) once its screen is up.
+    """
     from kbdebug.replay import Replay
+    from kbdebug.replay.opening import Opening
 
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a trace")
     check_header(path)
-    replay = None
+    replay = opening = None
     if os.path.getsize(path) <= OPEN_BEFORE_SCREEN_BYTES:
         try:
             replay = Replay.open(path)
@@ -174,17 +193,15 @@ def open_app(path: Path, rerun: Sequence[str] | None = None) -> int:
             raise UserError(" ".join(str(e).split())) from None
         except OSError as e:
             raise UserError(_os_error(e, path)) from None
+    else:
+        opening = Opening(path)
 
     from kbdebug.ui import KbdebugApp
 
-    options = {}
+    options: dict[str, object] = {}
     if rerun is not None and "rerun" in inspect.signature(KbdebugApp).parameters:
         options["rerun"] = list(rerun)
-    app = KbdebugApp(path=str(path), replay=replay, **options)
-    app.run()
-    if app.load_error is not None:
-        raise UserError(app.load_error)
-    return 0
+    return KbdebugApp(path=str(path), replay=replay, opening=opening, **options)
 
 
 def _os_error(error: OSError, path: Path) -> str:

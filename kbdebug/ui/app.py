@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from emulator.trace.schema import Kind
 from kbdebug.analysis import findings_of, pe_bounds
 from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Replay, StalledWait
+from kbdebug.replay.opening import Opening
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
 from kbdebug.ui.app_breakpoints import BreakpointActions
@@ -112,14 +112,17 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         replay: Replay | None = None,
         *,
         rerun: Sequence[str] | None = None,
+        opening: Opening | None = None,
     ) -> None:
         """Debug ``replay``, or open the trace at ``path`` in a worker first.
 
         ``rerun`` is the argv (without ``kbdebug``) of the ``kbdebug run ...`` that
-        recorded the trace; when given, a key runs it again and reloads the trace."""
+        recorded the trace; when given, a key runs it again and reloads the trace.
+        ``opening``, an Opening of ``path`` already under way, is collected instead."""
         if path is None and replay is None:
             raise ValueError("KbdebugApp needs a path or a replay")
         super().__init__()
+        self._opening = opening
         self.path = path if path is not None else (replay.path or "trace")
         self.replay = replay
         #: The ``kbdebug`` arguments that record this trace again, if known.
@@ -219,28 +222,26 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
     def load(self, path: str) -> None:
         """Read and index the trace, posting progress; then TraceLoaded or TraceLoadFailed."""
         worker = get_current_worker()
-        last = [-PROGRESS_SECONDS]
-
-        def progress(fraction: float) -> None:
-            if worker.is_cancelled:
-                raise InterruptedError("loading cancelled")
-            # Each update redraws the screen, and the drawing takes the GIL from the
-            # reading threads: a hundred of them slowed a ten-million-event open by 1 s.
-            now = time.monotonic()
-            if now - last[0] >= PROGRESS_SECONDS:
-                last[0] = now
-                stage = "reading" if fraction < 0.7 else "indexing"
-                self.post_message(LoadProgressed(fraction, stage))
-
-        stamp = file_stamp(path)
+        opening, self._opening = self._opening, None
+        if opening is None or opening.path != path:
+            opening = Opening(path)
         try:
-            replay = Replay.open(path, progress=progress)
+            # Progress every PROGRESS_SECONDS, not at each block: each update redraws the
+            # screen, and the drawing takes the GIL from the reading threads (a hundred
+            # updates slowed a ten-million-event open by 1 s).
+            while not opening.wait(PROGRESS_SECONDS):
+                if worker.is_cancelled:
+                    opening.cancel()
+                    return
+                stage = "reading" if opening.fraction < 0.7 else "indexing"
+                self.post_message(LoadProgressed(opening.fraction, stage))
+            replay = opening.result()
         except InterruptedError:
             return
         except (OSError, ValueError) as e:
             self.post_message(TraceLoadFailed(queries.one_line(e, path)))
             return
-        self.stamp = stamp
+        self.stamp = opening.stamp
         self.post_message(TraceLoaded(replay))
 
     def on_load_progressed(self, message: LoadProgressed) -> None:
