@@ -60,7 +60,6 @@ async def test_the_app_collects_the_opening_started_before_it(large):
         assert app.replay is not None
         assert app.replay.n_events == started.result().n_events
         assert app.stamp == started.stamp
-        assert app._timeline_data is started.followed()  # built while the app started
         await pilot.press("w", "c")
         assert "stalled tl.wait" in header(app)
 
@@ -79,32 +78,3 @@ async def test_a_trace_broken_after_its_header_fails_in_the_app_with_one_line(
     assert app.return_code == 2
     assert app.load_error is not None and "\n" not in app.load_error
     assert "byte" in app.load_error and os.path.basename(path) in app.load_error
-
-
-def test_a_follow_up_runs_once_the_trace_is_open_registered_early_or_late():
-    path = trace("flawed_prefetch")
-    early = Opening(path, cache=False)
-    early.then(lambda replay: replay.n_events)
-    late = Opening(path, cache=False)
-    late.result()  # the open is over before the follow-up is given
-    late.then(lambda replay: replay.n_events * 2)
-    n = early.result().n_events
-    assert early.followed(timeout=10) == n
-    assert late.followed(timeout=10) == 2 * n
-    with pytest.raises(ValueError):
-        late.then(len)
-
-
-def test_a_follow_up_that_raises_or_an_open_that_fails_gives_none(tmp_path):
-    def broken(replay):
-        raise RuntimeError("a bug in the follow-up")
-
-    opening = Opening(trace("flawed_prefetch"), cache=False)
-    opening.then(broken)
-    assert opening.followed(timeout=10) is None
-    assert opening.result().n_events > 0  # the open itself stands
-    failed = Opening(broken_copy(tmp_path, "flawed_prefetch"), cache=False)
-    failed.then(lambda replay: 1)
-    assert failed.followed(timeout=10) is None
-    with pytest.raises(TraceFormatError):
-        failed.result()

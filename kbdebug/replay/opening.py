@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 
 from kbdebug.replay.replay import Replay
 
@@ -22,9 +21,6 @@ class Opening:
     the reading began; ``wait(timeout)`` whether it finished;
     ``result()`` its Replay, or raises what it raised; ``cancel()`` makes it stop at
     its next progress report, ``result()`` then raising InterruptedError.
-
-    ``then(fn)`` has ``fn(replay)`` computed off the caller's thread once the open
-    succeeds (the app's first timeline, say), ``followed()`` giving its result.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache: bool = True) -> None:
@@ -42,13 +38,6 @@ class Opening:
         self._done = threading.Event()
         self._replay: Replay | None = None
         self._error: BaseException | None = None
-        # then(): the follow-up, whether the thread got past the point it would run it,
-        # and its result once finished (None if it raised: the caller computes it then).
-        self._lock = threading.Lock()
-        self._then: Callable[[Replay], object] | None = None
-        self._past_then = False
-        self._followed = threading.Event()
-        self._follow_result: object = None
         self._thread = threading.Thread(target=self._run, name="kbdebug-open", daemon=True)
         self._thread.start()
 
@@ -64,40 +53,6 @@ class Opening:
             self._error = e
         finally:
             self._done.set()
-        with self._lock:
-            self._past_then = True
-            then = self._then
-        if then is not None:
-            self._follow(then)
-
-    def _follow(self, then: Callable[[Replay], object]) -> None:
-        try:
-            if self._replay is not None and not self._cancelled:
-                self._follow_result = then(self._replay)
-        except Exception:  # noqa: BLE001 - followed() is None: the caller computes it itself
-            self._follow_result = None
-        finally:
-            self._followed.set()
-
-    def then(self, fn: Callable[[Replay], object]) -> None:
-        """Compute ``fn(replay)`` once the open has succeeded: on the opening's thread if
-        it is still reading, else on a thread of its own (one follow-up per opening)."""
-        with self._lock:
-            if self._then is not None:
-                raise ValueError("an Opening takes one follow-up")
-            self._then = fn
-            late = self._past_then
-        if late:
-            threading.Thread(
-                target=self._follow, args=(fn,), name="kbdebug-open-then", daemon=True
-            ).start()
-
-    def followed(self, timeout: float | None = None) -> object:
-        """What the follow-up computed (waiting up to ``timeout`` s for it); None if there
-        is none, it failed, the open failed, or it is not done in time."""
-        if self._then is None or not self._followed.wait(timeout):
-            return None
-        return self._follow_result
 
     def wait(self, timeout: float | None = None) -> bool:
         """True once the open has finished (well or not), waiting up to ``timeout`` s."""

@@ -123,10 +123,6 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
             raise ValueError("KbdebugApp needs a path or a replay")
         super().__init__()
         self._opening = opening
-        if opening is not None:
-            # The first timeline is computed where the trace is read, while this app
-            # starts up, not after.
-            opening.then(build_timeline)
         self.path = path if path is not None else (replay.path or "trace")
         self.replay = replay
         #: The ``kbdebug`` arguments that record this trace again, if known.
@@ -229,7 +225,6 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         opening, self._opening = self._opening, None
         if opening is None or opening.path != path:
             opening = Opening(path)
-            opening.then(build_timeline)
         try:
             # Progress every PROGRESS_SECONDS, not at each block: each update redraws the
             # screen, and the drawing takes the GIL from the reading threads (a hundred
@@ -241,15 +236,12 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
                 stage = "reading" if opening.fraction < 0.7 else "indexing"
                 self.post_message(LoadProgressed(opening.fraction, stage))
             replay = opening.result()
-            timeline = opening.followed()
         except InterruptedError:
             return
         except (OSError, ValueError) as e:
             self.post_message(TraceLoadFailed(queries.one_line(e, path)))
             return
         self.stamp = opening.stamp
-        if isinstance(timeline, TimelineData):
-            self._timeline_data = timeline
         self.post_message(TraceLoaded(replay))
 
     def on_load_progressed(self, message: LoadProgressed) -> None:
