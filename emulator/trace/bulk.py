@@ -139,17 +139,13 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     candidates = np.flatnonzero(is_candidate)
     ends = candidates + _LENGTH[data[candidates]]
     count = len(candidates)
-    # Per byte, the candidates before it: the index of the first at or after it.
-    before = np.zeros(n + 9, dtype=np.int32)  # a block is far below 2**31 bytes
-    np.cumsum(is_candidate, out=before[1 : n + 1])
-    before[n + 1 :] = count
     # From one candidate, the bytes up to the next one are one-byte tokens: the real
     # candidates are those on the path of the first under "the next at or after my
     # end". Its nodes are those that are a step from a node (or the first): start
     # from all and take their steps until nothing changes; a false start's path soon
     # lands on a real token, so that takes a few rounds.
-    jump = np.empty(count + 1, dtype=np.int32)  # a block is far below 2**31 bytes
-    jump[:count] = before[ends]
+    jump = np.empty(count + 1, dtype=np.int64)
+    jump[:count] = np.searchsorted(candidates, ends)
     jump[count] = count
     live = np.ones(count + 1, dtype=bool)
     for _ in range(MAX_ROUNDS):
@@ -162,12 +158,18 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     else:
         live = _path_by_doubling(jump)
     live = live[:count]
-    # Real tokens do not overlap: +1 after each start, -1 at its end, and the running
-    # sum is 1 exactly inside one.
-    inside = np.zeros(n + 1, dtype=np.int8)
-    inside[candidates[live] + 1] = 1
-    inside[np.minimum(ends[live], n)] -= 1
-    return np.flatnonzero(np.cumsum(inside[:n], dtype=np.int8) == 0)
+    # The other bytes of a real token are not tokens: a wide int's 1 to 8 bytes of
+    # value, an array16's 2 of count.
+    starts = candidates[live]
+    lengths = ends[live] - starts
+    inside = np.zeros(n + 9, dtype=bool)
+    for k in range(1, 9):
+        starts = starts[lengths > k]
+        if not len(starts):
+            break
+        inside[starts + k] = True
+        lengths = lengths[lengths > k]
+    return np.flatnonzero(~inside[:n])
 
 
 def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
@@ -247,11 +249,6 @@ class Records:
     items: np.ndarray
     starts: np.ndarray
     count: int
-
-    @property
-    def size(self) -> int:
-        """The block's length in bytes."""
-        return len(self.data) - 8
 
     @property
     def stop(self) -> int:

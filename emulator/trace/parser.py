@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgpack
 import numpy as np
 
 from emulator.trace import wire
-from emulator.trace.bulk import BlockScan, scan_block
+from emulator.trace.bulk import BlockScan, Records, find_records, scan_records
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.files import Chunks
 from emulator.trace.records import RecordChecks
@@ -36,6 +37,9 @@ CHUNK_BYTES = 1 << 16
 # slower (their arrays leave the caches: 4 MB took 40 % longer to open 1M events).
 BULK_BYTES = 1 << 18
 MIN_BULK_BYTES = 1 << 12
+# Scanning blocks on two threads (see read_bulk) pays for starting one from this many
+# blocks left on; a smaller trace is read on the calling thread alone.
+PIPELINE_BLOCKS = 4
 
 
 def parse_all(parser: Parser) -> Trace:
@@ -304,42 +308,85 @@ class Parser(RecordChecks):
         # Bytes scanned at once: a block, but fewer after a definition, growing back,
         # so that definitions close together do not each cost a scan of a block.
         window = BULK_BYTES
-        while True:
-            if len(buf) < BULK_BYTES and fed < total:
-                chunk = self.chunks.read(min(BULK_BYTES - len(buf), total - fed))
-                if not chunk:
-                    total = fed  # the file shrank while being read: it ends here
-                buf += chunk
-                fed += len(chunk)
-            scan = scan_block(buf[:window], compounds)
-            if scan.stop and not self.apply_scan(scan, buf, pos):
-                # An event out of range: the exact path reads the block again, to name it.
-                self.resume_at = pos + scan.stop - 1
-                return pos, buf, fed, total
-            pos += scan.stop
-            del buf[: scan.stop]
-            if self.progress is not None and scan.stop:
-                self.progress(pos, total)
-            if scan.foreign:
-                # A record with strings: a definition is applied here, the scan goes on
-                # after it; anything else (the footer...) is the exact path's.
-                end = self.bulk_definition(buf, pos)
-                if not end:
+        # Block after block of events (most of a large trace), each is scanned in two
+        # parts: find_records, which says where the next block starts, and
+        # scan_records, on a worker thread while find_records does the next block
+        # (numpy lets go of the GIL in its loops). Anything else stops that.
+        worker: ThreadPoolExecutor | None = None
+        # find_records of the next block's first ``ahead_window`` bytes, done meanwhile,
+        # once this turn's read was done (``read_ahead``), as this turn would have done it.
+        ahead: Records | None = None
+        ahead_window = 0
+        read_ahead = False
+        try:
+            while True:
+                if not read_ahead and len(buf) < BULK_BYTES and fed < total:
+                    chunk = self.chunks.read(min(BULK_BYTES - len(buf), total - fed))
+                    if not chunk:
+                        total = fed  # the file shrank while being read: it ends here
+                    buf += chunk
+                    fed += len(chunk)
+                if ahead is None or ahead_window != window:
+                    ahead = find_records(buf[:window])
+                records, ahead, read_ahead = ahead, None, False
+                shown_total = total  # the total as read before this block's progress
+                stop = records.stop
+                later = len(buf) - stop + total - fed  # bytes after this block's records
+                if (
+                    window >= BULK_BYTES
+                    and stop
+                    and not records.foreign
+                    and later
+                    and (worker is not None or later >= PIPELINE_BLOCKS * BULK_BYTES)
+                ):
+                    if worker is None:
+                        worker = ThreadPoolExecutor(1, thread_name_prefix="kbdebug-scan")
+                    job = worker.submit(scan_records, records, compounds)
+                    # The next turn's read, done now.
+                    if len(buf) - stop < BULK_BYTES and fed < total:
+                        chunk = self.chunks.read(min(BULK_BYTES - len(buf) + stop, total - fed))
+                        if not chunk:
+                            total = fed
+                        buf += chunk
+                        fed += len(chunk)
+                    read_ahead = True
+                    ahead, ahead_window = find_records(buf[stop : stop + window]), window
+                    scan = job.result()
+                    if scan.stop != stop:
+                        ahead = None  # an unusual record: the exact path reads on from it
+                else:
+                    scan = scan_records(records, compounds)
+                if scan.stop and not self.apply_scan(scan, buf, pos):
+                    # An event out of range: the exact path reads the block again, to name it.
+                    self.resume_at = pos + scan.stop - 1
+                    return pos, buf, fed, total
+                pos += scan.stop
+                del buf[: scan.stop]
+                if self.progress is not None and scan.stop:
+                    self.progress(pos, shown_total)
+                if scan.foreign:
+                    # A record with strings: a definition is applied here, the scan goes on
+                    # after it; anything else (the footer...) is the exact path's.
+                    end = self.bulk_definition(buf, pos)
+                    if not end:
+                        self.resume_at = pos
+                        return pos, buf, fed, total
+                    pos += end
+                    del buf[:end]
+                    window = max(window // 8, MIN_BULK_BYTES)
+                elif scan.unusual:
                     self.resume_at = pos
                     return pos, buf, fed, total
-                pos += end
-                del buf[:end]
-                window = max(window // 8, MIN_BULK_BYTES)
-            elif scan.unusual:
-                self.resume_at = pos
-                return pos, buf, fed, total
-            elif window < len(buf):
-                window = min(2 * window, BULK_BYTES) if scan.stop else len(buf)
-            elif not scan.stop and (fed == total or len(buf) >= BULK_BYTES):
-                # A tail cut short at the end (or nothing left), or a record longer than
-                # a block: the exact path reads it.
-                self.resume_at = pos
-                return pos, buf, fed, total
+                elif window < len(buf):
+                    window = min(2 * window, BULK_BYTES) if scan.stop else len(buf)
+                elif not scan.stop and (fed == total or len(buf) >= BULK_BYTES):
+                    # A tail cut short at the end (or nothing left), or a record longer than
+                    # a block: the exact path reads it.
+                    self.resume_at = pos
+                    return pos, buf, fed, total
+        finally:
+            if worker is not None:
+                worker.shutdown()  # waits for a scan still running (after an exception)
 
     def bulk_definition(self, buf: bytearray, pos: int) -> int:
         """Apply the definition record at the start of ``buf`` (read from ``pos``) and
