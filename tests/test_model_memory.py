@@ -1,4 +1,4 @@
-"""The critical-path model stays small: a ten-million-event trace's findings fit beside its index."""
+"""The critical-path model stays small: at ten million events it fits beside the index."""
 
 from __future__ import annotations
 
