@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # Where each public name lives. They are imported on first use (PEP 562), so a reader
 # of traces (the replay, the app) that only needs emulator.trace does not pay for the
@@ -46,64 +46,7 @@ _HOMES = {
     },
 }
 
-__all__ = [
-    "AddressError",
-    "CompletionHandle",
-    "ConfigError",
-    "DeadlockError",
-    "DoubleWaitError",
-    "DtypeError",
-    "EmulatorError",
-    "ForeignFutureError",
-    "HardwareConfig",
-    "InFlightRecycleError",
-    "KernelError",
-    "LoadFuture",
-    "Memory",
-    "MemoryRecorder",
-    "OpRecord",
-    "Recorder",
-    "RecvFuture",
-    "RecycledBufferError",
-    "RunResult",
-    "ScratchError",
-    "ScratchOverflowError",
-    "ShapeError",
-    "TensorHandle",
-    "WaitError",
-    "run_kernel",
-]
-assert sorted(__all__) == sorted(_HOMES)
-
-if TYPE_CHECKING:
-    from emulator.config import HardwareConfig
-    from emulator.errors import (
-        AddressError,
-        ConfigError,
-        DeadlockError,
-        DoubleWaitError,
-        DtypeError,
-        EmulatorError,
-        ForeignFutureError,
-        InFlightRecycleError,
-        KernelError,
-        RecycledBufferError,
-        ScratchError,
-        ScratchOverflowError,
-        ShapeError,
-        WaitError,
-    )
-    from emulator.kernel import (
-        CompletionHandle,
-        LoadFuture,
-        OpRecord,
-        RecvFuture,
-        RunResult,
-        TensorHandle,
-        run_kernel,
-    )
-    from emulator.memory import Memory
-    from emulator.recorder import MemoryRecorder, Recorder
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
