@@ -19,6 +19,11 @@ definition (an unknown kind, a field of the wrong type, a kind code written
 wider than needed) ends the scan as ``unusual``: the reader's exact path reads on
 from there, naming what is wrong with its byte offset and event index. Ranges
 (PE, channel, ids...) are checked by the reader on the rows, as for any batch.
+
+scan_block is done in two parts, so that the reader can do the first of the next
+block while the second of this one runs on another thread: find_records (the
+tokens and where each record starts: where the block's whole records end) and
+scan_records (the values, checked, and the rows of each kind).
 """
 
 from __future__ import annotations
@@ -104,9 +109,10 @@ def _layouts() -> dict[int, tuple[tuple[int, int], ...]]:
 _LAYOUT = _layouts()
 # An ISSUE's fields, as tokens after its first field's: those after the shape are
 # shifted by its length (the shape's items).
-_ISSUE_FIELDS = np.arange(len(FIELDS[Kind.ISSUE]), dtype=np.int64)
-_AFTER_SHAPE = _ISSUE_FIELDS > _SHAPE_AT - 3
-# Shapes of a block told apart one by one before sorting the rest (see _issue_rows).
+_AFTER_SHAPE = np.arange(len(FIELDS[Kind.ISSUE])) > _SHAPE_AT - 3
+# Per width, the steps from an event's first field to each of its fields.
+_FIELD_STEPS = [np.arange(width, dtype=np.int64) for width in range(_WIDTHS.max() + 1)]
+# Shapes of a block told apart one by one before sorting the rest (see _issue_shapes).
 _FEW_SHAPES = 16
 
 
@@ -427,19 +433,22 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
     for kind in np.flatnonzero(np.diff(kind_bounds)).tolist():
         at = by_kind[kind_bounds[kind] : kind_bounds[kind + 1]]
         width = len(FIELDS[Kind(kind)])
-        rows = np.empty((len(at), 3 + width), dtype=np.int64)
-        rows[:, 0] = kind
-        rows[:, 1] = values[dt_token[at]]
-        rows[:, 2] = values[pe_token[at]]
-        first_field = field_token[at][:, None]
+        # The rows in one gather, by the token of each item (the kind's is any: set after).
+        tokens_at = np.empty((len(at), 3 + width), dtype=np.int64)
+        tokens_at[:, 0] = 0
+        tokens_at[:, 1] = dt_token[at]
+        tokens_at[:, 2] = pe_token[at]
+        fields = tokens_at[:, 3:]
+        fields[:] = _FIELD_STEPS[width]
+        fields += field_token[at][:, None]
         if kind == Kind.ISSUE:
             assert issue_dims is not None and issue_shapes is not None
-            shift = _AFTER_SHAPE * issue_dims[at][:, None]
-            rows[:, 3:] = values[first_field + _ISSUE_FIELDS + shift]
+            fields += _AFTER_SHAPE * issue_dims[at][:, None]
+        rows = values.take(tokens_at)
+        rows[:, 0] = kind
+        if kind == Kind.ISSUE:
             rows[:, _SHAPE_AT] = issue_shapes[at]
             rows[:, _BOOL_AT] += _BOOL_BIAS
-        else:
-            rows[:, 3:] = values[first_field + np.arange(width)]
         tables[kind] = (at, rows)
     definitions = [
         (int(event_at[r]), int(offsets[r]), int(offsets[r + 1]))

@@ -296,7 +296,8 @@ class Parser(RecordChecks):
         self, pos: int, kept: bytearray, fed: int, total: int
     ) -> tuple[int, bytearray, int, int]:
         """Read on from ``pos`` a block at a time with scan_block, handing the events over
-        as EventTables (see read_trace_tables), while it can.
+        as EventTables (see read_trace_tables), while it can. From PIPELINE_BLOCKS blocks
+        left on, a block's scan_records runs on a worker thread, stopped before returning.
 
         ``kept`` holds the bytes read past ``pos`` (``fed`` being the end of those read).
         Returns where the exact path is to read on, the bytes read past there, ``fed``
