@@ -420,6 +420,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     path = decode_trace(args.tiles)
+    # The machine is shared: a load near the core count makes every ratio noisier.
+    print(f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="kbdebug-bench-cache-") as cache:
         os.environ["KBDEBUG_CACHE_DIR"] = cache  # never the user's cache
         if not args.ten_million_only:
@@ -431,6 +433,7 @@ def main() -> None:
             bench_ten_million(big, args.seeks, rng, max(1, min(args.runs, 3)))
             if args.app:
                 bench_app(big, max(1, min(args.runs, 3)), 5, 800, 1)
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
