@@ -99,12 +99,12 @@ def test_equal_values_in_new_objects_get_the_ids_of_the_first():
 
 
 def test_a_stale_entry_under_a_sites_key_is_not_used():
-    # Another site's entry under this site's key (as two id sums could collide):
+    # Another site's entry under this site's key (as two sums of ids could collide):
     # identity checks reject it, the record is interned by value.
     op, dtype, loc = "exp", "f32", HELPER
 
     def prime(writer: TraceWriter) -> None:
-        writer._sites[id(loc) ^ id(op)] = (
+        writer._sites[id(loc) + id(op)] = (
             SourceLoc("other.py", 1, "f"), op, dtype, "compute", "math", 50, 51, 52, 53, 54
         )  # fmt: skip
 

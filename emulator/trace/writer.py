@@ -153,7 +153,7 @@ class TraceWriter:
         self._time = 0
         self._strings: dict[str, int] = {}
         self._locs: dict[SourceLoc | None, int] = {None: -1}
-        # id(loc) ^ id(op) -> a command call site's entry (see _site).
+        # id(loc) + id(op) -> a command call site's entry (see _site).
         self._sites: dict[int, tuple[Any, ...]] = {}
         self._sources: dict[str, str] = {}
         self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
@@ -319,7 +319,7 @@ class TraceWriter:
             # The emulator passes the same loc and str objects from one call site each
             # time: their ids come from the site's entry (one int-keyed lookup and
             # identity checks) instead of hashing the loc and four strings again.
-            site = self._sites.get(id(loc) ^ id(op))
+            site = self._sites.get(id(loc) + id(op))
             if (
                 site is None
                 or site[0] is not loc
@@ -364,41 +364,35 @@ class TraceWriter:
                 raise self._rejected_compound(code, time, fields) from None
             if len(fields) != width:
                 raise self._rejected_compound(code, time, fields)
-            if code in _ISSUE_LOGGED:  # the command's strings and loc, interned inline
+            if code in _ISSUE_LOGGED:  # a load, store, send or receive: as above
                 cmd, op, future, addr, nbytes, shape, dtype, blocking, loc, category, logged = (
                     fields[:11]
                 )
-                strings = self._strings
-                op_id = strings.get(op)
-                if op_id is None:
-                    op_id = self._define_string(op)
-                dtype_id = strings.get(dtype)
-                if dtype_id is None:
-                    dtype_id = self._define_string(dtype)
-                loc_id = self._locs.get(loc)
-                if loc_id is None:
-                    loc_id = self._define_loc(loc)
-                category_id = strings.get(category)
-                if category_id is None:
-                    category_id = self._define_string(category)
-                logged_id = strings.get(logged)
-                if logged_id is None:
-                    logged_id = self._define_string(logged)
+                site = self._sites.get(id(loc) + id(op))
+                if (
+                    site is None
+                    or site[0] is not loc
+                    or site[1] is not op
+                    or site[2] is not dtype
+                    or site[3] is not category
+                    or site[4] is not logged
+                ):
+                    site = self._site(loc, op, dtype, category, logged)
                 record = (
                     code,
                     time - last,
                     pe,
                     cmd,
-                    op_id,
+                    site[5],
                     future,
                     addr,
                     nbytes,
                     shape,
-                    dtype_id,
+                    site[6],
                     blocking,
-                    loc_id,
-                    category_id,
-                    logged_id,
+                    site[7],
+                    site[8],
+                    site[9],
                 ) + fields[11:]
             elif code == _WAIT_DONE:
                 future, loc, ended, stalled = fields
@@ -431,7 +425,7 @@ class TraceWriter:
         if len(self._sites) >= _MAX_SITES:  # locs made anew for every call: keep none
             self._sites.clear()
         site = (loc, op, dtype, category, logged, *ids)
-        self._sites[id(loc) ^ id(op)] = site
+        self._sites[id(loc) + id(op)] = site
         return site
 
     def _emit_compound_expanded(self, code: int, time: int, pe: int, *fields: Any) -> None:
