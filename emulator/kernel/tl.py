@@ -140,9 +140,10 @@ class TL:
             buffer = self._alloc(nbytes, loc, record=False)
             op = "load" if blocking else "load_async"
             in_use = self._pe.scratch.in_use
-            fields = (cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking, loc)
-            fields += ("memory", "dma_read", buffer.id, nbytes, in_use)
-            emit_compound(ISSUE_ALLOCATED, now, pe, *fields)
+            emit_compound(
+                ISSUE_ALLOCATED, now, pe, cmd, op, fid, int(ptr), nbytes, shape, dtype, blocking,
+                loc, "memory", "dma_read", buffer.id, nbytes, in_use,
+            )  # fmt: skip
         self._charge_issue()
         event = self._pe.read(cmd, fid, int(ptr), shape, dtype, nbytes)
         future = LoadFuture(fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype)
