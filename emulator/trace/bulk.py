@@ -92,26 +92,24 @@ _IS_ISSUE = np.zeros(_MAX_KIND, dtype=bool)
 _IS_ISSUE[_ISSUE_CODES] = True
 
 
-def _layouts() -> dict[int, tuple[tuple[int, int], ...]]:
-    """Per code, per event its record stands for: the event's kind, and the position of
-    its first field among the record's items (the first being the code; an ISSUE's
-    shape counting as one item, the items after it are shifted by its length)."""
+def _layouts() -> dict[int, tuple[tuple[int, np.ndarray, np.ndarray], ...]]:
+    """Per code, per event its record stands for: the event's kind, the positions of its
+    items ``[kind, dt, pe, *fields]`` among the record's items (the first being the
+    code), and which of them come after an ISSUE's shape (shifted by its length)."""
     layouts = {}
     for code, kinds in _COMPONENTS.items():
         events, at = [], 3
         for kind in kinds:
-            events.append((kind, at))
-            at += len(FIELDS[Kind(kind)])
+            width = len(FIELDS[Kind(kind)])
+            columns = np.array([0, 1, 2, *range(at, at + width)], dtype=np.int64)
+            has_shape = _IS_ISSUE[code]
+            events.append((kind, columns, has_shape & (columns > _SHAPE_AT)))
+            at += width
         layouts[code] = tuple(events)
     return layouts
 
 
 _LAYOUT = _layouts()
-# An ISSUE's fields, as tokens after its first field's: those after the shape are
-# shifted by its length (the shape's items).
-_AFTER_SHAPE = np.arange(len(FIELDS[Kind.ISSUE])) > _SHAPE_AT - 3
-# Per width, the steps from an event's first field to each of its fields.
-_FIELD_STEPS = [np.arange(width, dtype=np.int64) for width in range(_WIDTHS.max() + 1)]
 # Shapes of a block told apart one by one before sorting the rest (see _issue_shapes).
 _FEW_SHAPES = 16
 
@@ -207,11 +205,9 @@ def _values(
     data: np.ndarray, tokens: np.ndarray, first: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each int token's value, and a mask of the uint64s past the int64 range. Other
-    tokens get their first byte as an int8 (false -62, true -61: see _BOOL_BIAS).
-    The values end with a spare 0 (the dt of a compound's later events)."""
+    tokens get their first byte as an int8 (false -62, true -61: see _BOOL_BIAS)."""
     # A one-byte int is its byte as an int8 (0..127, or -32..-1): a cast, not a lookup.
-    values = np.zeros(len(tokens) + 1, dtype=np.int64)
-    values[:-1] = first.view(np.int8)
+    values = first.view(np.int8).astype(np.int64)
     big = np.zeros(len(tokens), dtype=bool)
     marker = np.subtract(first, 0xCC, dtype=np.uint8)
     wide = np.flatnonzero(marker < 8)
@@ -393,14 +389,8 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
     event_at = np.cumsum(counts)
     n_events = int(event_at[-1]) if used else 0
     event_at -= counts
-    # Per event: its kind, the token of its record's pe (its dt the one before, but a
-    # compound's later events have dt 0: the spare 0 at the end of values), and the
-    # token of its first field.
     event_kinds = np.empty(n_events, dtype=np.int8)
-    dt_token = np.empty(n_events, dtype=np.int64)
-    pe_token = np.empty(n_events, dtype=np.int64)
-    field_token = np.empty(n_events, dtype=np.int64)
-    issue_dims = issue_shapes = None
+    parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for code, (records, base, dims, shape_ids) in found.items():
         inside = records < used
         if not inside.all():
@@ -410,46 +400,30 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
         if not len(records):
             continue
         at = event_at[records]
-        for j, (kind, field_at) in enumerate(_LAYOUT[code]):
-            events = at + j if j else at
-            event_kinds[events] = kind
-            dt_token[events] = base + 1 if not j else len(values) - 1
-            pe_token[events] = base + 2
-            # The fields of an event after an ISSUE (in a compound) come after its shape.
-            field_token[events] = (
-                base + field_at if dims is None or not j else base + field_at + dims
-            )
-        if dims is not None:
-            if issue_dims is None:
-                issue_dims = np.zeros(n_events, dtype=np.int64)
-                issue_shapes = np.zeros(n_events, dtype=np.int64)
-            issue_dims[at] = dims
-            issue_shapes[at] = shape_ids
-    # Each kind's events in block order: a stable radix sort of the kinds.
-    by_kind = np.argsort(event_kinds, kind="stable")
-    kind_bounds = np.zeros(_MAX_KIND + 1, dtype=np.int64)
-    np.cumsum(np.bincount(event_kinds.view(np.uint8), minlength=_MAX_KIND), out=kind_bounds[1:])
+        for j, (kind, columns, shifted) in enumerate(_LAYOUT[code]):
+            # The tokens of the event's items: kind (the code), dt, pe, then its fields,
+            # which come after the shape's items in a record with an ISSUE.
+            tokens_at = base[:, None] + columns
+            if dims is not None:
+                tokens_at[:, shifted] += dims[:, None]
+            rows = values[tokens_at]
+            if kind != code:
+                rows[:, 0] = kind
+            if j:
+                rows[:, 1] = 0  # the compound's dt is its first event's
+            if kind == Kind.ISSUE:
+                rows[:, _SHAPE_AT] = shape_ids
+                rows[:, _BOOL_AT] += _BOOL_BIAS
+            event_kinds[at + j] = kind
+            parts.setdefault(kind, []).append((at + j if j else at, rows))
     tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for kind in np.flatnonzero(np.diff(kind_bounds)).tolist():
-        at = by_kind[kind_bounds[kind] : kind_bounds[kind + 1]]
-        width = len(FIELDS[Kind(kind)])
-        # The rows in one gather, by the token of each item (the kind's is any: set after).
-        tokens_at = np.empty((len(at), 3 + width), dtype=np.int64)
-        tokens_at[:, 0] = 0
-        tokens_at[:, 1] = dt_token[at]
-        tokens_at[:, 2] = pe_token[at]
-        fields = tokens_at[:, 3:]
-        fields[:] = _FIELD_STEPS[width]
-        fields += field_token[at][:, None]
-        if kind == Kind.ISSUE:
-            assert issue_dims is not None and issue_shapes is not None
-            fields += _AFTER_SHAPE * issue_dims[at][:, None]
-        rows = values.take(tokens_at)
-        rows[:, 0] = kind
-        if kind == Kind.ISSUE:
-            rows[:, _SHAPE_AT] = issue_shapes[at]
-            rows[:, _BOOL_AT] += _BOOL_BIAS
-        tables[kind] = (at, rows)
+    for kind, pieces in parts.items():
+        if len(pieces) == 1:
+            tables[kind] = pieces[0]
+            continue
+        at = np.concatenate([at for at, _ in pieces])
+        order = np.argsort(at, kind="stable")
+        tables[kind] = (at[order], np.concatenate([rows for _, rows in pieces])[order])
     definitions = [
         (int(event_at[r]), int(offsets[r]), int(offsets[r + 1]))
         for r in np.flatnonzero(is_definition[:used]).tolist()
