@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import msgpack
@@ -311,14 +311,17 @@ class Parser(RecordChecks):
         window = BULK_BYTES
         # Block after block of events (most of a large trace), each is scanned in two
         # parts: find_records, which says where the next block starts, and
-        # scan_records, on a worker thread while find_records does the next block
-        # (numpy lets go of the GIL in its loops). Anything else stops that.
+        # scan_records, on a worker thread (numpy lets go of the GIL in its loops):
+        # while it scans a block, this thread applies the block before and finds the
+        # records of the one after. Anything else stops that.
         worker: ThreadPoolExecutor | None = None
         # find_records of the next block's first ``ahead_window`` bytes, done meanwhile,
-        # once this turn's read was done (``read_ahead``), as this turn would have done it.
+        # once this turn's read was done (``read_ahead``), as this turn would have done it;
+        # ``pending``, its scan_records, already running on the worker.
         ahead: Records | None = None
         ahead_window = 0
         read_ahead = False
+        pending: Future[BlockScan] | None = None
         try:
             while True:
                 if not read_ahead and len(buf) < BULK_BYTES and fed < total:
@@ -328,8 +331,8 @@ class Parser(RecordChecks):
                     buf += chunk
                     fed += len(chunk)
                 if ahead is None or ahead_window != window:
-                    ahead = find_records(buf[:window])
-                records, ahead, read_ahead = ahead, None, False
+                    ahead, pending = find_records(buf[:window]), None
+                records, job, ahead, pending, read_ahead = ahead, pending, None, None, False
                 shown_total = total  # the total as read before this block's progress
                 stop = records.stop
                 later = len(buf) - stop + total - fed  # bytes after this block's records
@@ -342,7 +345,8 @@ class Parser(RecordChecks):
                 ):
                     if worker is None:
                         worker = ThreadPoolExecutor(1, thread_name_prefix="kbdebug-scan")
-                    job = worker.submit(scan_records, records, compounds)
+                    if job is None:
+                        job = worker.submit(scan_records, records, compounds)
                     # The next turn's read, done now.
                     if len(buf) - stop < BULK_BYTES and fed < total:
                         chunk = self.chunks.read(min(BULK_BYTES - len(buf) + stop, total - fed))
@@ -355,8 +359,10 @@ class Parser(RecordChecks):
                     scan = job.result()
                     if scan.stop != stop:
                         ahead = None  # an unusual record: the exact path reads on from it
+                    else:
+                        pending = worker.submit(scan_records, ahead, compounds)
                 else:
-                    scan = scan_records(records, compounds)
+                    scan = scan_records(records, compounds) if job is None else job.result()
                 if scan.stop and not self.apply_scan(scan, buf, pos):
                     # An event out of range: the exact path reads the block again, to name it.
                     self.resume_at = pos + scan.stop - 1
@@ -387,7 +393,7 @@ class Parser(RecordChecks):
                     return pos, buf, fed, total
         finally:
             if worker is not None:
-                worker.shutdown()  # waits for a scan still running (after an exception)
+                worker.shutdown()  # waits for a scan still running (not needed, or after an error)
 
     def bulk_definition(self, buf: bytearray, pos: int) -> int:
         """Apply the definition record at the start of ``buf`` (read from ``pos``) and
