@@ -368,16 +368,7 @@ class TraceWriter:
                 cmd, op, future, addr, nbytes, shape, dtype, blocking, loc, category, logged = (
                     fields[:11]
                 )
-                site = self._sites.get(id(loc) + id(op))
-                if (
-                    site is None
-                    or site[0] is not loc
-                    or site[1] is not op
-                    or site[2] is not dtype
-                    or site[3] is not category
-                    or site[4] is not logged
-                ):
-                    site = self._site(loc, op, dtype, category, logged)
+                site = self._site_of(loc, op, dtype, category, logged)
                 record = (
                     code,
                     time - last,
@@ -408,6 +399,23 @@ class TraceWriter:
         self._folded += folded
         if len(pending) >= self._batch:
             self._pack_pending()
+
+    def _site_of(
+        self, loc: Any, op: Any, dtype: Any, category: Any, logged: Any
+    ) -> tuple[Any, ...]:
+        """The entry of a command's call site, from the cache when it holds these very
+        objects (emit_compound inlines this for compute commands, the hot path)."""
+        site = self._sites.get(id(loc) + id(op))
+        if (
+            site is None
+            or site[0] is not loc
+            or site[1] is not op
+            or site[2] is not dtype
+            or site[3] is not category
+            or site[4] is not logged
+        ):
+            site = self._site(loc, op, dtype, category, logged)
+        return site
 
     def _site(self, loc: Any, op: Any, dtype: Any, category: Any, logged: Any) -> tuple[Any, ...]:
         """The entry of a command's call site: (loc, op, dtype, category, logged) and
