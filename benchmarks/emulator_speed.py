@@ -14,7 +14,13 @@ run, interleaved) and as the ratio of the fastest times:
   (goal <= 1.15), with compound records from format 1.2 on (the line above the
   ratios says how many records the trace holds per command).
 
-    python benchmarks/emulator_speed.py [--tiles 4096] [--repeat 5]
+With ``--breakdown``, where tracing's time goes, each over tracing off: a
+recorder that takes every call and keeps nothing (the emulator's emit sites and
+the calls themselves), a TraceWriter whose packer packs nothing (its checks,
+interning and record tuples), and the TraceWriter writing the file (plus msgpack
+packing and the writes).
+
+    python benchmarks/emulator_speed.py [--tiles 4096] [--repeat 5] [--breakdown]
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import time
 import msgpack
 import simpy
 
-from emulator.recorder import MemoryRecorder, TeeRecorder
+from emulator.recorder import MemoryRecorder, NullRecorder, TeeRecorder
 from emulator.scenarios import decode_prefetch
 from emulator.trace import wire
 from emulator.trace.schema import Kind
@@ -55,12 +61,49 @@ def count_work(n_tiles: int) -> tuple[int, int, int, int, int]:
     return commands, commands + waits - blocking_loads, len(rec.events), records, len(data)
 
 
-def time_emulator(n_tiles: int, trace: str | None = None) -> float:
+def time_emulator(n_tiles: int, trace: str | None = None, recorder: object = None) -> float:
     scenario = decode_prefetch(n_tiles=n_tiles)  # setup (random K/V) is not timed
     gc.collect()
     start = time.process_time()
-    scenario.run(trace=trace)
+    if recorder is None:
+        scenario.run(trace=trace)
+    else:
+        scenario.run(recorder=recorder)
     return time.process_time() - start
+
+
+class KeepNothing(NullRecorder):
+    """Takes every call and keeps nothing: a subclass, so the emulator still makes the
+    calls (it skips them for a plain NullRecorder)."""
+
+    def emit(self, *args: object) -> None:
+        pass
+
+    def emit_compound(self, *args: object) -> None:
+        pass
+
+
+class PackNothing(TraceWriter):
+    """A TraceWriter whose packer packs nothing: all of the writer's work but msgpack's."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self._pack = lambda records: b"\x90"
+
+
+def breakdown(n_tiles: int, repeat: int, path: str) -> None:
+    """Tracing's cost in parts, each over tracing off in the same repeat."""
+    parts: dict[str, list[float]] = {"off": [], "calls": [], "writer": [], "packing": []}
+    for _ in range(repeat):
+        parts["off"].append(time_emulator(n_tiles))
+        parts["calls"].append(time_emulator(n_tiles, recorder=KeepNothing()))
+        parts["writer"].append(time_emulator(n_tiles, recorder=PackNothing(path)))
+        parts["packing"].append(time_emulator(n_tiles, trace=path))
+    off = parts["off"]
+    print("where tracing's time goes (each over tracing off):")
+    print(f"  emit sites and calls, recorder keeps nothing: {summary(parts['calls'], off)}")
+    print(f"  + TraceWriter without msgpack packing:        {summary(parts['writer'], off)}")
+    print(f"  + packing and writing (tracing on):           {summary(parts['packing'], off)}")
 
 
 def time_bare_simpy(cycles: int) -> float:
@@ -94,6 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiles", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print where tracing's time goes"
+    )
     args = parser.parse_args()
 
     commands, calls, events, records, size = count_work(args.tiles)
@@ -119,6 +165,9 @@ def main() -> None:
     print(f"per command  (emulator / bare SimPy): {summary(off, bare_commands)}  (goal <= 2.0)")
     print(f"per tl call  (emulator / bare SimPy): {summary(off, bare_calls)}")
     print(f"tracing on / off:                     {summary(on, off)}  (goal <= 1.15)")
+    if args.breakdown:
+        with tempfile.TemporaryDirectory() as tmp:
+            breakdown(args.tiles, args.repeat, os.path.join(tmp, "decode.kbt"))
 
 
 if __name__ == "__main__":
