@@ -238,15 +238,13 @@ class _Diagnosis:
         self.n = n
         kinds = prog.kind
         # Chain work (issue and compute cycles) before each step.
-        hw = prog.hw
-        cost = [
-            hw.issue if k in (LOAD, STORE, SEND, RECV) else c if k in (COMPUTE, OPAQUE) else 0
-            for k, c in zip(kinds, prog.cycles, strict=True)
-        ]
-        self.work = np.concatenate([[0], np.cumsum(np.array(cost, dtype=np.int64))])
-        self.compute_steps = np.concatenate(
-            [[0], np.cumsum(np.array([k in (COMPUTE, OPAQUE) for k in kinds], dtype=np.int64))]
-        )
+        step_kinds = np.frombuffer(kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
+        step_cycles = np.frombuffer(prog.cycles, dtype=np.int64) if n else np.zeros(0, np.int64)
+        computes = np.isin(step_kinds, (COMPUTE, OPAQUE))
+        cost = np.where(computes, step_cycles, 0)
+        cost[np.isin(step_kinds, (LOAD, STORE, SEND, RECV))] = prog.hw.issue
+        self.work = np.concatenate([[0], np.cumsum(cost, dtype=np.int64)])
+        self.compute_steps = np.concatenate([[0], np.cumsum(computes, dtype=np.int64)])
         self.issue_step: dict[int, int] = {}
         self.wait_step: dict[int, int] = {}
         last_barrier = -1

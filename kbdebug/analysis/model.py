@@ -115,12 +115,15 @@ class Program:
     complete: bool
     #: Per step: kind, command id (the waited command for WAIT), event index, cycles
     #: (transfer or compute hold; an opaque step's recorded length), the recorded cycle.
-    kind: list[int] = field(default_factory=list)
-    cmd: list[int] = field(default_factory=list)
-    # Flat int64 arrays, not lists (8 bytes a step, not ~40): neither is read in the
-    # re-timing loops, and at ten million events each list would hold ~70 MB.
+    # Flat arrays, not lists: 1 or 8 bytes a step instead of 8 plus an int object of 32
+    # for most values (at ten million events a list of command ids held ~150 MB, and
+    # its objects, spread among freed ones, kept the allocator's arenas resident). An
+    # item read from them costs a little more than from a list; the re-timing loops
+    # read a few per step.
+    kind: array[int] = field(default_factory=lambda: array("b"))
+    cmd: array[int] = field(default_factory=lambda: array("q"))
     event: array[int] = field(default_factory=lambda: array("q"))
-    cycles: list[int] = field(default_factory=list)
+    cycles: array[int] = field(default_factory=lambda: array("q"))
     at: array[int] = field(default_factory=lambda: array("q"))
     #: Per command of this PE: when its data arrives whatever this PE does (receives:
     #: the matching send's delivery), and the link a send uses.
@@ -403,7 +406,8 @@ def _ints(column: np.ndarray) -> array[int]:
     """``column`` as a flat int64 array: indexed from Python about as fast as a list,
     at 8 bytes an item instead of ~40 (a list of ints past 256 holds an object each)."""
     out = array("q")
-    out.frombytes(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+    # From the array's own buffer: tobytes() would make a third copy on the way.
+    out.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int64)).cast("B"))
     return out
 
 
@@ -411,8 +415,8 @@ def _add(prog: Program, kind: int, cmd: int, event: int, cycles: int, at: int) -
     prog.kind.append(kind)
     prog.cmd.append(cmd)
     prog.event.append(event)
-    prog.cycles.append(int(cycles))
-    prog.at.append(int(at))
+    prog.cycles.append(cycles)
+    prog.at.append(at)
 
 
 def model_of(replay: Replay) -> Model:
