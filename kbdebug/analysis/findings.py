@@ -13,6 +13,9 @@ allows) is charged to one cause, in this order: KB104 (the wait), KB103 (the
 issue order), KB101/KB102/KB107 (the load's placement), KB108, KB109; what no
 rule explains is KB106's.
 
+What a finding holds, and its ids, are in :mod:`kbdebug.analysis.finding`; its words
+(message and suggestion) in :mod:`kbdebug.analysis.wording`.
+
 KB101 blocking-load
     A blocking ``tl.load`` whose transfer could run under the work before its
     use: re-timed as a ``tl.load_async`` issued ``ahead`` tiles before it.
@@ -47,14 +50,21 @@ KB109 recv-waited-before-work
 from __future__ import annotations
 
 import math
-import os
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from emulator.trace.schema import Kind, SourceLoc
+from emulator.trace.schema import Kind
+from kbdebug.analysis.finding import (
+    IMMEDIATE_MAX_WORK,
+    RULES,
+    Finding,
+    WaitCause,
+    finding_id,
+    line_id,
+    matches,
+)
 from kbdebug.analysis.model import (
     BARRIER,
     COMPUTE,
@@ -68,24 +78,12 @@ from kbdebug.analysis.model import (
     Program,
     model_of,
 )
-from kbdebug.replay.index import NONE, TraceIndex
+from kbdebug.analysis.wording import words
+from kbdebug.replay.index import NONE
 from kbdebug.replay.summary import event_times
 
-#: Rule code -> short name.
-RULES = {
-    "KB101": "blocking-load",
-    "KB102": "wait-right-after-issue",
-    "KB103": "queued-behind",
-    "KB104": "out-of-order-wait",
-    "KB106": "below-bound",
-    "KB107": "prefetch-too-shallow",
-    "KB108": "store-waited-early",
-    "KB109": "recv-waited-before-work",
-}
 #: A finding is reported when fixing it saves at least this share of its PE's kernel time.
 MIN_SHARE = 0.03
-#: Work between a load's issue and its wait below this share of transfer + latency is none.
-IMMEDIATE_MAX_WORK = 0.1
 #: KB106: bound / achieved below this, unexplained by the other findings, is flagged.
 EFFICIENCY_THRESHOLD = 0.9
 #: Deepest prefetch a re-timing tries (tiles ahead of the wait).
@@ -95,93 +93,26 @@ MAX_OCCURRENCE_EVENTS = 50
 #: Loads ahead in a channel's queue examined per queued load (KB103).
 QUEUE_LOOKBACK = 32
 
-_PIPELINE_HINT = "see TilePipeline in emulator/kernels/pipeline.py"
-# Charge order of a wait's avoidable stall when several rules touch it.
 # Groups that gain nothing alone tried together at most (each costs a re-timing).
 _MAX_JOINT_TRIALS = 8
+# Charge order of a wait's avoidable stall when several rules touch it.
 _PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109")
 
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosis: what serialised, the line to change, and what fixing it is worth."""
-
-    #: Edit-proof id: rule, file, function, the tl call's text and its ordinal, ":peN" for
-    #: PE N > 0 (``kbdebug.analysis.identity``); stable while unrelated lines move.
-    id: str
-    #: Rule code, e.g. "KB101".
-    rule: str
-    #: Short rule name, e.g. "blocking-load".
-    title: str
-    pe: int
-    #: Cycle span the finding covers.
-    start: int
-    end: int
-    #: Event indices involved, in order; the first is where the debugger jumps.
-    events: tuple[int, ...]
-    #: The line to change (inside a helper when the tl call is in one).
-    loc: SourceLoc | None
-    #: One line saying what happened.
-    message: str
-    #: One line saying what to change.
-    suggestion: str
-    #: Estimated cycles the PE's kernel saves when this is fixed.
-    saving: int = 0
-    #: ``saving`` as a share of the PE's kernel time (0..1).
-    share: float = 0.0
-    #: Occurrences aggregated into this finding (loads, waits; 1 for KB106).
-    count: int = 1
-    #: Stalled cycles of the waits involved (0 where the rule is not about waits).
-    stall: int = 0
-    #: The kernel line that called the helper holding ``loc`` (None outside helpers).
-    call_loc: SourceLoc | None = None
-    #: ``RULE:FILE:LINE[:peN]``: the line-based form, for humans and older selectors.
-    line_id: str = ""
-
-
-@dataclass(frozen=True)
-class WaitCause:
-    """One stalled wait: its stall, the part no placement could avoid, and who is charged."""
-
-    future: int
-    pe: int
-    #: WAIT_BEGIN event index.
-    event: int
-    stall: int
-    #: Stall beyond the earliest arrival the model allows.
-    avoidable: int
-    #: Rule the avoidable stall is charged to (None when it is unexplained, or zero).
-    rule: str | None
-
-
-def line_id(rule: str, loc: SourceLoc | None, pe: int) -> str:
-    """``RULE:FILE:LINE``, with ``:peN`` appended for PE N > 0."""
-    where = f"{loc.file}:{loc.line}" if loc is not None else "<unknown>:0"
-    return f"{rule}:{where}" + (f":pe{pe}" if pe else "")
-
-
-def finding_id(rule: str, index: TraceIndex, loc: SourceLoc | None, pe: int) -> str:
-    """The edit-proof id (``kbdebug.analysis.identity``), or the line form without it."""
-    try:
-        from kbdebug.analysis.identity import finding_id as stable
-    except ImportError:  # identity is optional while it is being built
-        return line_id(rule, loc, pe)
-    return stable(rule, index, loc, pe)
-
-
-def matches(finding: Finding, selector: str) -> bool:
-    """Whether ``selector`` picks ``finding``: "any", a rule code, its id or its line id.
-
-    Rule codes are case-insensitive; an id without the ``:peN`` suffix picks every PE.
-    """
-    if selector.lower() == "any":
-        return True
-    if selector.upper() in RULES:
-        return finding.rule == selector.upper()
-    for ident in (finding.id, finding.line_id):
-        if ident and (ident == selector or ident.startswith(selector + ":pe")):
-            return True
-    return False
+# What a finding is (kbdebug.analysis.finding) stays importable from here.
+__all__ = [
+    "EFFICIENCY_THRESHOLD",
+    "IMMEDIATE_MAX_WORK",
+    "MAX_AHEAD",
+    "MIN_SHARE",
+    "RULES",
+    "Finding",
+    "WaitCause",
+    "find_all",
+    "finding_id",
+    "line_id",
+    "matches",
+    "wait_causes",
+]
 
 
 def find_all(replay) -> list[Finding]:
@@ -708,7 +639,7 @@ class _Diagnosis:
                 events.update(int(e) for e in (futs.wait_begin[f], futs.wait_end[f]) if e >= 0)
         times = event_times(index, np.array(sorted(events), dtype=np.int64))
         stall = sum(self.stall.get(c, 0) for c in g.cmds)
-        message, suggestion = _words(self, g, loc, stall)
+        message, suggestion = words(self, g, loc, stall)
         achieved = max(prog.achieved, 1)
         return Finding(
             id=finding_id(g.rule, index, loc, prog.pe),
@@ -765,115 +696,6 @@ class _Diagnosis:
             share=unexplained / achieved,
             line_id=line_id("KB106", loc, prog.pe),
         )
-
-
-def _where(loc: SourceLoc | None) -> str:
-    if loc is None:
-        return "an unknown line"
-    text = f"{os.path.basename(loc.file)}:{loc.line}"
-    caller = getattr(loc, "caller", None)
-    if caller is not None:
-        text += f" (called from {os.path.basename(caller.file)}:{caller.line})"
-    return text
-
-
-def _times(count: int) -> str:
-    return "once" if count == 1 else f"{count:,} times"
-
-
-def _wait_where(d: _Diagnosis, cmds: Iterable[int]) -> str:
-    index = d.index
-    locs = [int(index.futures.wait_loc[index.commands.future[c]]) for c in cmds]
-    locs = [x for x in locs if x >= 0]
-    return _where(index.loc(max(set(locs), key=locs.count))) if locs else "its tl.wait"
-
-
-def _words(d: _Diagnosis, g: _Group, loc: SourceLoc | None, stall: int) -> tuple[str, str]:
-    """The message and the suggestion of a group's finding."""
-    where, n, info = _where(loc), len(g.cmds), g.info or {}
-    lat = d.prog.hw.hbm_latency
-    if g.rule in ("KB101", "KB102", "KB107"):
-        ahead = info["ahead"]
-        tiles = "one tile" if ahead == 1 else f"{ahead} tiles"
-        transfer, work = info["transfer"], info["work"]
-        if g.rule == "KB101":
-            message = (
-                f"tl.load at {where} blocked {_times(n)} for {stall:,} cycles; issued ahead, "
-                f"its {transfer:,}-cycle transfer and {lat:,}-cycle latency would overlap the "
-                f"work and the other loads before its data is used"
-            )
-            suggestion = (
-                f"issue it with tl.load_async {tiles} ahead and tl.wait just before use "
-                f"({_PIPELINE_HINT})"
-            )
-        elif g.rule == "KB102":
-            gap = (
-                "with no work in between"
-                if info["between"] < IMMEDIATE_MAX_WORK * (transfer + lat)
-                else f"after only {info['between']:,} cycles of work"
-            )
-            message = (
-                f"tl.load_async at {where} was waited at {_wait_where(d, g.cmds)} {gap} "
-                f"{_times(n)}, though it could have been issued above {info['movable']:,} "
-                f"cycles of earlier work; the waits stalled {stall:,} cycles"
-            )
-            suggestion = (
-                f"issue it {tiles} ahead, right after the previous tile's tl.wait, so the "
-                f"work of the current tile runs while it is in flight ({_PIPELINE_HINT})"
-            )
-        else:
-            message = (
-                f"tl.load_async at {where} is prefetched, but one iteration's work "
-                f"({work:,} cycles) is shorter than its transfer + latency "
-                f"({transfer + lat:,} cycles); its waits at {_wait_where(d, g.cmds)} still "
-                f"stalled {stall:,} cycles"
-            )
-            suggestion = (
-                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait "
-                f"(ceil(({transfer:,} + {lat:,}) / {work:,}) = {info['needed']}), with a buffer "
-                f"for each load in flight"
-            )
-        return message, suggestion
-    if g.rule == "KB103":
-        other = _where(d.index.loc(info["ahead_loc"]))
-        message = (
-            f"the load at {where} queued on the read channel {_times(n)} behind loads from "
-            f"{other} that are waited later (at {_wait_where(d, g.cmds)} it stalled "
-            f"{stall:,} cycles)"
-        )
-        suggestion = f"issue loads in the order they are waited: move this issue above {other}"
-        return message, suggestion
-    if g.rule == "KB104":
-        pending = info["pending"]
-        ploc = d.index.loc(int(d.index.commands.loc[pending]))
-        message = (
-            f"tl.wait at {where} waited on a newer future while an older one (issued at "
-            f"{_where(ploc)}) was still pending, {_times(n)}; these waits stalled {stall:,} cycles"
-        )
-        suggestion = (
-            "wait on futures in the order they were issued (a read channel delivers them "
-            "in that order), or issue first the one needed first"
-        )
-        return message, suggestion
-    if g.rule == "KB108":
-        what = info["kind"]
-        message = (
-            f"tl.wait at {where} waited for a {what} to land {_times(n)}, stalling {stall:,} "
-            f"cycles, though nothing after it reads what the {what} wrote"
-        )
-        suggestion = (
-            f"drop the wait (the kernel's end waits for every {what}) or move it to where the "
-            f"{'stored bytes are read again' if what == 'store' else 'data must have arrived'}"
-        )
-        return message, suggestion
-    message = (
-        f"tl.wait at {where} waited for a receive right after posting it {_times(n)}, "
-        f"stalling {stall:,} cycles, while work that follows could have run first"
-    )
-    suggestion = (
-        "post tl.recv_async early, do the work that does not need the message, then tl.wait"
-    )
-    return message, suggestion
 
 
 def _merged(found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:

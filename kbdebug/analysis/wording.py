@@ -1,0 +1,128 @@
+"""The words of a finding: its one-line message and suggestion, from its rule's figures."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.finding import IMMEDIATE_MAX_WORK
+
+if TYPE_CHECKING:
+    from kbdebug.analysis.findings import _Diagnosis as Diagnosis
+    from kbdebug.analysis.findings import _Group as Group
+
+PIPELINE_HINT = "see TilePipeline in emulator/kernels/pipeline.py"
+
+
+def where(loc: SourceLoc | None) -> str:
+    """``file:line`` of ``loc`` (with the kernel line that called its helper)."""
+    if loc is None:
+        return "an unknown line"
+    text = f"{os.path.basename(loc.file)}:{loc.line}"
+    caller = getattr(loc, "caller", None)
+    if caller is not None:
+        text += f" (called from {os.path.basename(caller.file)}:{caller.line})"
+    return text
+
+
+def times(count: int) -> str:
+    """"once" or "N times"."""
+    return "once" if count == 1 else f"{count:,} times"
+
+
+def wait_where(d: Diagnosis, cmds: Iterable[int]) -> str:
+    """Where most of ``cmds`` were waited."""
+    index = d.index
+    locs = [int(index.futures.wait_loc[index.commands.future[c]]) for c in cmds]
+    locs = [x for x in locs if x >= 0]
+    return where(index.loc(max(set(locs), key=locs.count))) if locs else "its tl.wait"
+
+
+def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[str, str]:
+    """The message and the suggestion of a group's finding."""
+    at, n, info = where(loc), len(g.cmds), g.info or {}
+    lat = d.prog.hw.hbm_latency
+    if g.rule in ("KB101", "KB102", "KB107"):
+        ahead = info["ahead"]
+        tiles = "one tile" if ahead == 1 else f"{ahead} tiles"
+        transfer, work = info["transfer"], info["work"]
+        if g.rule == "KB101":
+            message = (
+                f"tl.load at {at} blocked {times(n)} for {stall:,} cycles; issued ahead, "
+                f"its {transfer:,}-cycle transfer and {lat:,}-cycle latency would overlap the "
+                f"work and the other loads before its data is used"
+            )
+            suggestion = (
+                f"issue it with tl.load_async {tiles} ahead and tl.wait just before use "
+                f"({PIPELINE_HINT})"
+            )
+        elif g.rule == "KB102":
+            gap = (
+                "with no work in between"
+                if info["between"] < IMMEDIATE_MAX_WORK * (transfer + lat)
+                else f"after only {info['between']:,} cycles of work"
+            )
+            message = (
+                f"tl.load_async at {at} was waited at {wait_where(d, g.cmds)} {gap} "
+                f"{times(n)}, though it could have been issued above {info['movable']:,} "
+                f"cycles of earlier work; the waits stalled {stall:,} cycles"
+            )
+            suggestion = (
+                f"issue it {tiles} ahead, right after the previous tile's tl.wait, so the "
+                f"work of the current tile runs while it is in flight ({PIPELINE_HINT})"
+            )
+        else:
+            message = (
+                f"tl.load_async at {at} is prefetched, but one iteration's work "
+                f"({work:,} cycles) is shorter than its transfer + latency "
+                f"({transfer + lat:,} cycles); its waits at {wait_where(d, g.cmds)} still "
+                f"stalled {stall:,} cycles"
+            )
+            suggestion = (
+                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait "
+                f"(ceil(({transfer:,} + {lat:,}) / {work:,}) = {info['needed']}), with a buffer "
+                f"for each load in flight"
+            )
+        return message, suggestion
+    if g.rule == "KB103":
+        other = where(d.index.loc(info["ahead_loc"]))
+        message = (
+            f"the load at {at} queued on the read channel {times(n)} behind loads from "
+            f"{other} that are waited later (at {wait_where(d, g.cmds)} it stalled "
+            f"{stall:,} cycles)"
+        )
+        suggestion = f"issue loads in the order they are waited: move this issue above {other}"
+        return message, suggestion
+    if g.rule == "KB104":
+        pending = info["pending"]
+        ploc = d.index.loc(int(d.index.commands.loc[pending]))
+        message = (
+            f"tl.wait at {at} waited on a newer future while an older one (issued at "
+            f"{where(ploc)}) was still pending, {times(n)}; these waits stalled {stall:,} cycles"
+        )
+        suggestion = (
+            "wait on futures in the order they were issued (a read channel delivers them "
+            "in that order), or issue first the one needed first"
+        )
+        return message, suggestion
+    if g.rule == "KB108":
+        what = info["kind"]
+        message = (
+            f"tl.wait at {at} waited for a {what} to land {times(n)}, stalling {stall:,} "
+            f"cycles, though nothing after it reads what the {what} wrote"
+        )
+        suggestion = (
+            f"drop the wait (the kernel's end waits for every {what}) or move it to where the "
+            f"{'stored bytes are read again' if what == 'store' else 'data must have arrived'}"
+        )
+        return message, suggestion
+    message = (
+        f"tl.wait at {at} waited for a receive right after posting it {times(n)}, "
+        f"stalling {stall:,} cycles, while work that follows could have run first"
+    )
+    suggestion = (
+        "post tl.recv_async early, do the work that does not need the message, then tl.wait"
+    )
+    return message, suggestion
