@@ -313,12 +313,10 @@ def build_model(index: TraceIndex) -> Model:
     cmds = index.commands
     futs = index.futures
     n_cmds = len(cmds.issue)
-    hold = hold_cycles(index)
+    hold = hold_cycles(index).astype(np.int64)
     t_complete = event_times(index, cmds.complete)
-    strings = index.strings
-    op_names = [strings[o] if 0 <= o < len(strings) else "" for o in cmds.op.tolist()]
-    table = [str(ch.get("kind", "")) for ch in index.channels]
-    chan_kind = [table[ch] if 0 <= ch < len(table) else "" for ch in cmds.channel.tolist()]
+    complete_ev = np.asarray(cmds.complete, dtype=np.int64)
+    step_of_op = _step_of_command(index)
     starts, ends = kernel_spans(index)
     kinds_wanted = [Kind.ISSUE, Kind.WAIT_BEGIN, HOST_READ]
     rel = np.flatnonzero(np.isin(c.kind, kinds_wanted))
@@ -326,19 +324,14 @@ def build_model(index: TraceIndex) -> Model:
     rel = rel[order]
     pes = c.pe[rel]
     bounds = np.searchsorted(pes, np.arange(index.n_pes + 1))
-    fut_cmd = _ints(futs.cmd)
-    hold_l = _ints(hold)
-    nbytes_l = _ints(cmds.nbytes)
-    channel_l = _ints(cmds.channel)
-    complete_l = _ints(t_complete)
-    complete_ev = _ints(cmds.complete)
+    fut_cmd = np.asarray(futs.cmd, dtype=np.int64)
     status = (index.footer or {}).get("status")
     # Receives: the send each was matched with, and when that send was delivered.
     recv_ev = np.flatnonzero(c.kind == Kind.IPCQ_RECV)
     recv_delivery: dict[int, int] = {}
     for send_cmd, fut in zip(c.cmd[recv_ev].tolist(), c.fut[recv_ev].tolist(), strict=True):
-        if 0 <= fut < len(fut_cmd) and 0 <= send_cmd < n_cmds and complete_l[send_cmd] >= 0:
-            recv_delivery[fut_cmd[fut]] = complete_l[send_cmd]
+        if 0 <= fut < len(fut_cmd) and 0 <= send_cmd < n_cmds and t_complete[send_cmd] >= 0:
+            recv_delivery[int(fut_cmd[fut])] = int(t_complete[send_cmd])
     ended_ok = set(np.flatnonzero(c.kind == Kind.KERNEL_END).tolist())
     pe_ended = {int(c.pe[e]) for e in ended_ok}
     programs: dict[int, Program] = {}
@@ -354,52 +347,88 @@ def build_model(index: TraceIndex) -> Model:
             end=int(ends[pe]),
             complete=pe in pe_ended and status in (None, "ok") and not index.truncated,
         )
-        events = rel[bounds[pe] : bounds[pe + 1]]
-        ev_kind = _ints(c.kind[events])
-        ev_cmd = _ints(c.cmd[events])
-        ev_fut = _ints(c.fut[events])
-        ev_time = _ints(c.time[events])
-        skip_until = -1
-        for e, k, cmd, fut, at in zip(_ints(events), ev_kind, ev_cmd, ev_fut, ev_time, strict=True):
-            if e <= skip_until:
+        events = rel[bounds[pe] : bounds[pe + 1]].astype(np.int64)
+        kind = c.kind[events]
+        cmd = c.cmd[events].astype(np.int64)
+        fut = c.fut[events].astype(np.int64)
+        at = c.time[events].astype(np.int64)
+        # Each event's step (-1: none): an issue's from its op, a wait's on a future with a
+        # command, and a host read (the only other kind here) a barrier.
+        step = np.full(len(events), -1, dtype=np.int64)
+        issued = np.flatnonzero((kind == Kind.ISSUE) & (cmd >= 0) & (cmd < n_cmds))
+        step[issued] = step_of_op[cmd[issued]]
+        waited_cmd = np.full(len(events), -1, dtype=np.int64)
+        waits = np.flatnonzero((kind == Kind.WAIT_BEGIN) & (fut >= 0) & (fut < len(fut_cmd)))
+        waited_cmd[waits] = fut_cmd[fut[waits]]
+        step[waited_cmd >= 0] = WAIT
+        step[kind == HOST_READ] = BARRIER
+        # A composite's own commands are not steps: its one opaque step covers them, up to
+        # its completion (the end of the run if it never completed).
+        for i in np.flatnonzero(step == OPAQUE).tolist():
+            if step[i] != OPAQUE:  # inside an earlier composite
                 continue
-            if k == Kind.ISSUE:
-                if not 0 <= cmd < n_cmds:
-                    continue
-                op = op_names[cmd]
-                step = _OP_STEP.get(op)
-                if op == "composite":
-                    done = complete_ev[cmd]
-                    skip_until = done if done >= 0 else 1 << 62
-                    end_at = complete_l[cmd] if done >= 0 else prog.end
-                    _add(prog, OPAQUE, cmd, e, max(end_at - at, 0), at)
-                elif step is None:
-                    if chan_kind[cmd] in ("gemm", "math"):
-                        _add(prog, COMPUTE, cmd, e, hold_l[cmd], at)
-                    continue
-                else:
-                    if step in (LOAD, STORE):
-                        cyc = (
-                            hold_l[cmd]
-                            if hold_l[cmd] > 0
-                            else max(1, -(-nbytes_l[cmd] // hw.hbm_bytes_per_cycle))
-                        )
-                    elif step == SEND:
-                        cyc = max(hold_l[cmd], 1)
-                        prog.link[cmd] = channel_l[cmd]
-                    else:
-                        cyc = 0
-                        prog.delivery[cmd] = recv_delivery.get(cmd, NEVER)
-                    prog.transfer[cmd] = cyc
-                    step_of_issue[cmd] = len(prog.kind)
-                    _add(prog, step, cmd, e, cyc, at)
-            elif k == Kind.WAIT_BEGIN:
-                if 0 <= fut < len(fut_cmd) and fut_cmd[fut] >= 0:
-                    _add(prog, WAIT, fut_cmd[fut], e, 0, at)
-            else:  # a host read: later issues may depend on the values read
-                _add(prog, BARRIER, fut, e, 0, at)
+            done = int(complete_ev[cmd[i]])
+            skip_until = done if done >= 0 else 1 << 62
+            step[i + 1 : int(np.searchsorted(events, skip_until, side="right"))] = -1
+        kept = np.flatnonzero(step >= 0)
+        step, cmd, at, events = step[kept], cmd[kept], at[kept], events[kept]
+        step_cmd = np.where(
+            step == WAIT, waited_cmd[kept], np.where(step == BARRIER, fut[kept], cmd)
+        )
+        # An issue's cycles: compute holds its engine; a load or store its channel (or, never
+        # granted, its bytes at the HBM's rate); a send its link, a cycle at least.
+        cycles = np.zeros(len(step), dtype=np.int64)
+        compute = np.flatnonzero(step == COMPUTE)
+        cycles[compute] = hold[cmd[compute]]
+        moved = np.flatnonzero((step == LOAD) | (step == STORE))
+        held = hold[cmd[moved]]
+        by_size = -(-cmds.nbytes[cmd[moved]].astype(np.int64) // hw.hbm_bytes_per_cycle)
+        cycles[moved] = np.where(held > 0, held, np.maximum(by_size, 1))
+        send = step == SEND
+        cycles[send] = np.maximum(hold[cmd[send]], 1)
+        opaque = np.flatnonzero(step == OPAQUE)
+        if len(opaque):
+            finished = complete_ev[cmd[opaque]] >= 0
+            end_at = np.where(finished, t_complete[cmd[opaque]], prog.end)
+            cycles[opaque] = np.maximum(end_at - at[opaque], 0)
+        prog.kind.frombytes(step.astype(np.int8).tobytes())
+        prog.cmd.frombytes(step_cmd.tobytes())
+        prog.event.frombytes(events.tobytes())
+        prog.cycles.frombytes(cycles.tobytes())
+        prog.at.frombytes(at.tobytes())
+        transfers = np.flatnonzero(np.isin(step, (LOAD, STORE, SEND, RECV)))
+        issue_cmds = cmd[transfers].tolist()
+        prog.transfer = dict(zip(issue_cmds, cycles[transfers].tolist(), strict=True))
+        step_of_issue.update(zip(issue_cmds, transfers.tolist(), strict=True))
+        sends = cmd[send].tolist()
+        prog.link = dict(zip(sends, cmds.channel[sends].astype(np.int64).tolist(), strict=True))
+        prog.delivery = {r: recv_delivery.get(r, NEVER) for r in cmd[step == RECV].tolist()}
         programs[pe] = prog
     return Model(index, programs, step_of_issue)
+
+
+def _step_of_command(index: TraceIndex) -> np.ndarray:
+    """Per command: the step its issue is (LOAD... from its op, COMPUTE for another op on
+    a GEMM or MATH engine, OPAQUE for a composite), -1 for an issue that is no step."""
+    cmds = index.commands
+    strings = index.strings
+    ops = np.asarray(cmds.op, dtype=np.int64)
+    # Per string id (ops are a few strings): the step its op name gives.
+    named = np.full(len(strings) + 1, -1, dtype=np.int64)
+    computes = np.zeros(len(strings) + 1, dtype=bool)
+    for sid in np.unique(ops[(ops >= 0) & (ops < len(strings))]).tolist():
+        name = strings[sid]
+        named[sid] = OPAQUE if name == "composite" else _OP_STEP.get(name, -1)
+        computes[sid] = name != "composite" and name not in _OP_STEP
+    known = np.where((ops >= 0) & (ops < len(strings)), ops, len(strings))
+    # An op that is not a transfer is a step only on a compute engine.
+    engine = np.array(
+        [str(ch.get("kind", "")) in ("gemm", "math") for ch in index.channels] + [False]
+    )
+    channels = np.asarray(cmds.channel, dtype=np.int64)
+    on_engine = engine[np.where((channels >= 0) & (channels < len(engine) - 1), channels, -1)]
+    computes[len(strings)] = True  # an op id out of range names "": not a transfer
+    return np.where(computes[known] & on_engine, COMPUTE, named[known])
 
 
 def _ints(column: np.ndarray) -> array[int]:
@@ -409,14 +438,6 @@ def _ints(column: np.ndarray) -> array[int]:
     # From the array's own buffer: tobytes() would make a third copy on the way.
     out.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int64)).cast("B"))
     return out
-
-
-def _add(prog: Program, kind: int, cmd: int, event: int, cycles: int, at: int) -> None:
-    prog.kind.append(kind)
-    prog.cmd.append(cmd)
-    prog.event.append(event)
-    prog.cycles.append(cycles)
-    prog.at.append(at)
 
 
 def model_of(replay: Replay) -> Model:
