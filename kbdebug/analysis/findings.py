@@ -76,6 +76,7 @@ from kbdebug.analysis.model import (
     WAIT,
     Model,
     Program,
+    _ints,
     model_of,
 )
 from kbdebug.analysis.wording import words
@@ -176,20 +177,34 @@ class _Diagnosis:
         cost[np.isin(step_kinds, (LOAD, STORE, SEND, RECV))] = prog.hw.issue
         self.work = np.concatenate([[0], np.cumsum(cost, dtype=np.int64)])
         self.compute_steps = np.concatenate([[0], np.cumsum(computes, dtype=np.int64)])
-        self.issue_step: dict[int, int] = {}
-        self.wait_step: dict[int, int] = {}
-        last_barrier = -1
-        self.barrier_before: list[int] = []
-        for s, (k, c) in enumerate(zip(kinds, prog.cmd, strict=True)):
-            self.barrier_before.append(last_barrier)
-            if k == BARRIER:
-                last_barrier = s
-            elif k == WAIT:
-                self.wait_step.setdefault(c, s)
-                if kinds[self.issue_step.get(c, s)] in (STORE, SEND):
-                    last_barrier = s  # a fence: later loads may read what it wrote
-            elif k in (LOAD, STORE, SEND, RECV):
-                self.issue_step[c] = s
+        step_cmds = np.frombuffer(prog.cmd, dtype=np.int64) if n else np.zeros(0, np.int64)
+        # Per command: the step that issued it (the last, were it issued twice), and the
+        # first that waited on it.
+        issues = np.flatnonzero(np.isin(step_kinds, (LOAD, STORE, SEND, RECV)))
+        self.issue_step: dict[int, int] = dict(
+            zip(step_cmds[issues].tolist(), issues.tolist(), strict=True)
+        )
+        waits = np.flatnonzero(step_kinds == WAIT)
+        waited = step_cmds[waits]
+        first = np.sort(np.unique(waited, return_index=True)[1])
+        self.wait_step: dict[int, int] = dict(
+            zip(waited[first].tolist(), waits[first].tolist(), strict=True)
+        )
+        # Per step: the last barrier before it, a host read or a wait on a store or send
+        # issued before that wait (a fence: later loads may read what it wrote).
+        barrier = step_kinds == BARRIER
+        if len(issues) and len(waits):
+            # The latest issue of each waited command before its wait, by one search over
+            # (command, step) keys.
+            span = n + 1
+            keys = np.sort(step_cmds[issues] * span + issues)
+            at = np.searchsorted(keys, waited * span + waits) - 1
+            found = keys[np.maximum(at, 0)]
+            issued = (at >= 0) & (found // span == waited)
+            fence = issued & np.isin(step_kinds[found % span], (STORE, SEND))
+            barrier[waits[fence]] = True
+        last = np.maximum.accumulate(np.where(barrier, np.arange(n), -1)) if n else barrier
+        self.barrier_before = _ints(np.append(-1, last[:-1]) if n else last)
         self.recorded = prog.recorded_time
         self.bound = prog.bound_cycles
         t_end = event_times(index, index.futures.wait_end)
@@ -222,9 +237,9 @@ class _Diagnosis:
                 cmds = list(self.prog.cmd) if cmds is None else cmds
                 for s, c in g.repoint.items():
                     cmds[s] = c
-        order = np.argsort(pos, kind="stable").tolist()
+        order = np.argsort(pos, kind="stable")
         if drops:
-            order = [s for s in order if s not in drops]
+            order = order[~np.isin(order, np.fromiter(drops, dtype=np.int64, count=len(drops)))]
         return self.recorded - self.prog.simulate(order, cmds)
 
     def floor(self) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -151,6 +152,33 @@ class Program:
         """``bound()``, computed once (never above the recorded length)."""
         return min(self.bound(), self.achieved)
 
+    @cached_property
+    def _work_runs(self) -> tuple[array[int], array[int]]:
+        """(per step, the compute and opaque cycles of the steps before it; per step, the
+        first step at or after it that is neither): re-timing adds up a run of work
+        steps at once instead of one by one (most steps of a kernel are its work)."""
+        kinds = np.frombuffer(self.kind, dtype=np.int8) if len(self) else np.zeros(0, np.int8)
+        cycles = np.frombuffer(self.cycles, dtype=np.int64) if len(self) else np.zeros(0, np.int64)
+        work = (kinds == COMPUTE) | (kinds == OPAQUE)
+        before = np.zeros(len(kinds) + 1, dtype=np.int64)
+        np.cumsum(np.where(work, cycles, 0), out=before[1:])
+        others = np.append(np.flatnonzero(~work), len(kinds))
+        next_other = others[np.cumsum(np.append(~work, True)) - np.append(~work, True)]
+        return _ints(before), _ints(next_other)
+
+    @staticmethod
+    def _runs(order) -> Iterable[tuple[int, int]]:
+        """``order`` as runs of consecutive steps, ``(first, end)`` each."""
+        if isinstance(order, range) and order.step == 1:
+            return [(order.start, order.stop)] if len(order) else []
+        steps = np.asarray(order, dtype=np.int64)
+        if not len(steps):
+            return []
+        breaks = np.flatnonzero(steps[1:] != steps[:-1] + 1) + 1
+        firsts = steps[np.append(0, breaks)]
+        ends = steps[np.append(breaks - 1, len(steps) - 1)] + 1
+        return zip(firsts.tolist(), ends.tolist(), strict=True)
+
     def simulate(self, order, cmds: list[int] | None = None) -> int:
         """The kernel's length (cycles from its start) with its steps run in ``order``;
         ``cmds`` replaces the command each step names (a wait re-pointed elsewhere)."""
@@ -158,46 +186,54 @@ class Program:
         issue, lat = hw.issue, hw.hbm_latency
         kinds, cycles = self.kind, self.cycles
         cmds = self.cmd if cmds is None else cmds
+        work_before, next_other = self._work_runs
         reads = [0] * hw.read_channels
         writes = [0] * hw.write_channels
         links: dict[int, int] = {}
         arrival: dict[int, int] = {}
         t = self.start
         drain = t
-        for s in order:
-            k = kinds[s]
-            if k == COMPUTE or k == OPAQUE:
-                t += cycles[s]
-            elif k == WAIT:
-                a = arrival.get(cmds[s], NEVER)
-                if a > t:
-                    t = a
-            elif k == LOAD or k == STORE:
-                t += issue
-                # The DMA channel of its side that frees up first (lowest index on ties).
-                free = reads if k == LOAD else writes
-                i = free.index(min(free))
-                g = free[i] if free[i] > t else t
-                free[i] = g + cycles[s]
-                a = g + cycles[s] + lat
-                arrival[cmds[s]] = a
-                if a > drain:
-                    drain = a
-            elif k == SEND:
-                t += issue
-                c = cmds[s]
-                free = links.get(self.link.get(c, -1), 0)
-                g = free if free > t else t
-                links[self.link.get(c, -1)] = g + cycles[s]
-                a = g + cycles[s] + hw.ipcq_latency
-                arrival[c] = a
-                if a > drain:
-                    drain = a
-            elif k == RECV:
-                t += issue
-                c = cmds[s]
-                d = self.delivery.get(c, NEVER)
-                arrival[c] = d if d > t else t
+        for s, end in self._runs(order):
+            while s < end:
+                o = next_other[s]
+                if o != s:  # a run of work steps: their cycles add up
+                    if o > end:
+                        o = end
+                    t += work_before[o] - work_before[s]
+                    s = o
+                    continue
+                k = kinds[s]
+                if k == WAIT:
+                    a = arrival.get(cmds[s], NEVER)
+                    if a > t:
+                        t = a
+                elif k == LOAD or k == STORE:
+                    t += issue
+                    # The DMA channel of its side that frees up first (lowest index on ties).
+                    free = reads if k == LOAD else writes
+                    i = free.index(min(free))
+                    g = free[i] if free[i] > t else t
+                    free[i] = g + cycles[s]
+                    a = g + cycles[s] + lat
+                    arrival[cmds[s]] = a
+                    if a > drain:
+                        drain = a
+                elif k == SEND:
+                    t += issue
+                    c = cmds[s]
+                    free = links.get(self.link.get(c, -1), 0)
+                    g = free if free > t else t
+                    links[self.link.get(c, -1)] = g + cycles[s]
+                    a = g + cycles[s] + hw.ipcq_latency
+                    arrival[c] = a
+                    if a > drain:
+                        drain = a
+                elif k == RECV:
+                    t += issue
+                    c = cmds[s]
+                    d = self.delivery.get(c, NEVER)
+                    arrival[c] = d if d > t else t
+                s += 1
         if self.complete and drain > t:
             t = drain
         return t - self.start
@@ -225,12 +261,17 @@ class Program:
         links: dict[int, int] = {}
         done_by: dict[int, int] = {}
         drain = t
-        for s in range(len(kinds)):
+        work_before, next_other = self._work_runs
+        s, steps = 0, len(kinds)
+        while s < steps:
+            o = next_other[s]
+            if o != s:  # a run of work steps: their cycles add up
+                t += work_before[o] - work_before[s]
+                s = o
+                continue
             k = kinds[s]
             c = cmds[s]
-            if k == COMPUTE or k == OPAQUE:
-                t += cycles[s]
-            elif k == BARRIER:
+            if k == BARRIER:
                 release.append(t + issue)
                 peak = np.append(peak, float(t + issue))
             elif k == LOAD:
@@ -275,6 +316,7 @@ class Program:
                     # Later loads may read what the store wrote: released only now.
                     release.append(t + issue)
                     peak = np.append(peak, float(t + issue))
+            s += 1
         if self.complete:
             t = max(t, drain)
         return min(t, NEVER) - self.start

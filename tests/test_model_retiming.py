@@ -1,0 +1,77 @@
+"""Re-timing adds a run of work steps at once: the same lengths as step by step, in any order."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbdebug.analysis.model import COMPUTE, OPAQUE, Program, build_model
+from kbdebug.replay import Replay
+
+TRACES = ("flawed_prefetch", "ring_attention", "gemm_composite", "prefill")
+
+
+@pytest.fixture(scope="module")
+def programs() -> list[Program]:
+    from test_ui_traces import trace
+
+    out = []
+    for name in TRACES:
+        model = build_model(Replay.open(trace(name), cache=False).index)
+        out.extend(model.programs.values())
+    return out
+
+
+def one_at_a_time(prog: Program) -> Program:
+    """A copy of ``prog`` whose runs of work steps are one step long: re-timing it adds
+    each work step's cycles on its own, as it did before runs were added up."""
+    copy = dataclasses.replace(prog)
+    work_before, _ = prog._work_runs
+    work = [k in (COMPUTE, OPAQUE) for k in prog.kind]
+    copy.__dict__["_work_runs"] = (work_before, [s + 1 if w else s for s, w in enumerate(work)])
+    return copy
+
+
+def step_by_step(prog: Program, order) -> int:
+    return one_at_a_time(prog).simulate(order)
+
+
+def test_recorded_order_gives_the_same_length_either_way(programs):
+    for prog in programs:
+        assert prog.simulate(range(len(prog))) == step_by_step(prog, range(len(prog)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), moves=st.integers(1, 40), drop=st.booleans())
+def test_any_order_gives_the_same_length_either_way(programs, seed, moves, drop):
+    # Orders like a finding's fix: the recorded one with some steps moved (and dropped).
+    rng = random.Random(seed)
+    for prog in programs:
+        order = list(range(len(prog)))
+        for _ in range(moves):
+            s = order.pop(rng.randrange(len(order)))
+            order.insert(rng.randrange(len(order) + 1), s)
+        if drop:
+            del order[rng.randrange(len(order))]
+        assert prog.simulate(order) == step_by_step(prog, order), prog.pe
+
+
+def test_the_bound_is_the_same_either_way(programs):
+    for prog in programs:
+        slow = one_at_a_time(prog)
+        assert prog.bound() == slow.bound()
+        assert prog.earliest == slow.earliest
+
+
+def test_runs_of_work_cover_most_steps(programs):
+    # What makes it faster: in these kernels most steps are work, in long runs.
+    prog = max(programs, key=len)
+    _, next_other = prog._work_runs
+    runs = sum(
+        1 for s in range(len(prog)) if next_other[s] != s and (s == 0 or next_other[s - 1] == s - 1)
+    )
+    assert runs < len(prog) / 2
