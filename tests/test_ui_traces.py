@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -32,7 +34,10 @@ def failing(tl):
 
 @functools.cache
 def _directory() -> str:
-    return tempfile.mkdtemp(prefix="kbdebug-ui-tests-")
+    directory = tempfile.mkdtemp(prefix="kbdebug-ui-tests-")
+    # Shared by every test of the session (recorded once), so removed when it ends.
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 @functools.cache
