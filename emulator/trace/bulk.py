@@ -139,18 +139,26 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     """The offsets of the tokens of ``data[:n]`` read from 0, all ints, bools and
     fixarray headers (the first of another type is read as one byte)."""
     marker = np.subtract(data[:n], 0xCC, dtype=np.uint8)
-    is_candidate = (marker < 8) | (marker == _ARRAY16 - 0xCC)
+    is_candidate = marker < 8
+    is_candidate |= marker == _ARRAY16 - 0xCC
+    # Per byte, the candidates before it (int32: a block is far under 2 GB).
+    before = np.empty(n + 9, dtype=np.int32)
+    before[0] = 0
+    np.cumsum(is_candidate, dtype=np.int32, out=before[1 : n + 1])
+    before[n + 1 :] = before[n]
     candidates = np.flatnonzero(is_candidate)
-    ends = candidates + _LENGTH[data[candidates]]
     count = len(candidates)
+    if not count:
+        return np.arange(n, dtype=np.int64)
+    lengths = _LENGTH[data[candidates]]
+    ends = candidates + lengths
     # From one candidate, the bytes up to the next one are one-byte tokens: the real
     # candidates are those on the path of the first under "the next at or after my
     # end". Its nodes are those that are a step from a node (or the first): start
     # from all and take their steps until nothing changes; a false start's path soon
     # lands on a real token, so that takes a few rounds.
-    jump = np.empty(count + 1, dtype=np.int64)
-    jump[:count] = np.searchsorted(candidates, ends)
-    jump[count] = count
+    jump = before[ends]
+    jump = np.append(jump, count)
     live = np.ones(count + 1, dtype=bool)
     for _ in range(MAX_ROUNDS):
         reached = np.zeros(count + 1, dtype=bool)
@@ -162,18 +170,21 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     else:
         live = _path_by_doubling(jump)
     live = live[:count]
-    # The other bytes of a real token are not tokens: a wide int's 1 to 8 bytes of
-    # value, an array16's 2 of count.
+    # The other bytes of a real token are not tokens (a wide int's 1 to 8 bytes of
+    # value, an array16's 2 of count): the tokens are the bytes from the end of one
+    # real candidate to the next one, each offset its token's index plus the bytes
+    # skipped inside the real candidates before it.
     starts = candidates[live]
-    lengths = ends[live] - starts
-    inside = np.zeros(n + 9, dtype=bool)
-    for k in range(1, 9):
-        starts = starts[lengths > k]
-        if not len(starts):
-            break
-        inside[starts + k] = True
-        lengths = lengths[lengths > k]
-    return np.flatnonzero(~inside[:n])
+    skipped = np.minimum(ends[live], n)  # the last may be cut short by the block's end
+    skipped -= starts + 1
+    at = starts - np.cumsum(skipped)  # each real candidate's token index, plus its skip
+    at += skipped
+    n_tokens = n - int(skipped.sum())
+    shift = np.zeros(n_tokens + 1, dtype=np.int64)
+    shift[at + 1] = skipped
+    np.cumsum(shift, out=shift)
+    shift[:n_tokens] += np.arange(n_tokens)
+    return shift[:n_tokens]
 
 
 def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
@@ -298,19 +309,62 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     long_arrays = np.flatnonzero(first == _ARRAY16)
     if len(long_arrays):
         items[long_arrays] = _big_endian(data, 2)[tokens[long_arrays] + 1]
-    owed = items - 1
-    before = np.cumsum(owed, dtype=np.int32)
-    before -= owed
-    low = np.minimum.accumulate(before)
-    starts = np.flatnonzero(low[1:] < low[:-1]) + 1
-    starts = np.concatenate(([0], starts))
+    starts, left = _record_starts(items)
     count = len(starts)
     # The last object is whole if all its items are there and its last token ends
     # in the block (before a foreign token, which would be one of its items).
-    whole_tail = int(before[-1] + owed[-1]) == -count and end <= n
+    whole_tail = left == -count and end <= n
     if not whole_tail:
         count -= 1
     return Records(data, tokens, first, cls, bool(len(foreign)), end, items, starts, count)
+
+
+def _record_starts(items: np.ndarray) -> tuple[np.ndarray, int]:
+    """The first token of each top-level object of a run of tokens, whose items
+    (of an array header, else 0) are ``items``; and the items left owed after the
+    last token less the objects begun (-objects if the last is whole).
+
+    An object starts where the running count of items still owed reaches a new low.
+    That count goes up only at a header and down by one at every other token: the
+    lows are found per header and the run of other tokens after it (a few per record,
+    where there are tokens), not per token.
+    """
+    n = len(items)
+    headers = np.flatnonzero(items)
+    if not len(headers):
+        return np.arange(n, dtype=np.int64), -n
+    owed = items[headers].astype(np.int64)
+    # The count before each header (``at``), and before the token after its run of
+    # leaves (``after``: the next header's, or the end's).
+    at = np.cumsum(owed)
+    left = int(at[-1]) - n
+    at -= owed
+    at -= headers
+    after = np.empty_like(at)
+    after[:-1] = at[1:]
+    after[-1] = left
+    # The lowest count before each header: the tokens before the first header are
+    # all leaves (0, -1, ...); then each header's run reaches min(at, after + 1).
+    run_low = np.minimum(at, after + 1)
+    low_before = np.empty(len(headers), dtype=np.int64)
+    low_before[0] = 1 - headers[0] if headers[0] else 1
+    np.minimum.accumulate(run_low[:-1], out=low_before[1:])
+    np.minimum(low_before[1:], low_before[0], out=low_before[1:])
+    is_start = at < low_before
+    # The leaves at the end of a run that go below the low (each one a whole object,
+    # an int): the last ``min(low, at) - 1 - after`` of the run.
+    tail = np.minimum(low_before, at)
+    tail -= after + 1
+    leading = np.arange(headers[0], dtype=np.int64)
+    if not (tail > 0).any():
+        return np.concatenate((leading, headers[is_start])), left
+    run_end = np.append(headers[1:], n)
+    tail = np.maximum(tail, 0)
+    firsts = np.repeat(run_end - tail - np.cumsum(tail) + tail, tail)
+    leaves = firsts + np.arange(len(firsts))
+    starts = np.concatenate((headers[is_start], leaves))
+    starts.sort()
+    return np.concatenate((leading, starts)), left
 
 
 def scan_records(block: Records, compounds: bool = False) -> BlockScan:

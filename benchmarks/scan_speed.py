@@ -1,0 +1,141 @@
+"""Per-block speed of the trace reader's bulk scan (emulator/trace/bulk.py) against an
+older version of it loaded from git, in the same process, as ratios.
+
+Blocks of BULK_BYTES are cut from a recorded million-event trace (the one
+replay_speed.py records) at record boundaries. Each round times find_records and
+scan_records of the same block with both versions, alternating, best of ``--repeat``
+calls; the ratios (old / new, above 1 is faster) are given as min and median over
+rounds. The two versions' results are checked to be equal first.
+
+    python benchmarks/scan_speed.py [--old 42d9753] [--rounds 7] [--repeat 10] [--blocks 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.replay_speed import decode_trace  # noqa: E402
+from emulator.trace import bulk  # noqa: E402
+from emulator.trace.parser import BULK_BYTES  # noqa: E402
+
+# The last commit of bulk.py before the per-block speed work.
+BEFORE = "42d9753f349411a8d6727c5fc2eb0ed80da968ac"
+
+
+def old_bulk(rev: str) -> types.ModuleType:
+    """emulator/trace/bulk.py as of ``rev``, as a module."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:emulator/trace/bulk.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    module = types.ModuleType("bulk_old")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:emulator/trace/bulk.py", "exec"), module.__dict__)
+    return module
+
+
+def blocks(data: bytes, count: int) -> list[bytes]:
+    """``count`` blocks spread over ``data``'s events, each starting at a record."""
+    # The first records (header, definitions) are skipped with the reader's own cut.
+    start = 0
+    while True:
+        records = bulk.find_records(data[start : start + BULK_BYTES])
+        if records.count > 1000 and not records.foreign:
+            break
+        start += max(records.stop, 1)
+    found, pos = [], start
+    step = max((len(data) - start) // count, BULK_BYTES)
+    while len(found) < count and pos + BULK_BYTES < len(data):
+        records = bulk.find_records(data[pos : pos + BULK_BYTES])
+        found.append(data[pos : pos + records.stop])
+        # Jump ahead by whole blocks' worth of records.
+        target = pos + step
+        while pos < target:
+            records = bulk.find_records(data[pos : pos + BULK_BYTES])
+            if not records.stop:
+                return found
+            pos += records.stop
+    return found
+
+
+def best(call: Callable[[], object], repeat: int) -> float:
+    """The best of ``repeat`` timed calls, in seconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def same(a: object, b: object) -> bool:
+    """Equal as scan results: arrays by value, containers element by element."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dataclass_fields__"):
+        return all(same(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+    return a == b
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--old", default=BEFORE, help="git revision of the old bulk.py")
+    parser.add_argument("--tiles", type=int, default=9500)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--blocks", type=int, default=8)
+    args = parser.parse_args()
+    old = old_bulk(args.old)
+    data = decode_trace(args.tiles).read_bytes()
+    chosen = blocks(data, args.blocks)
+    for block in chosen:
+        assert same(old.find_records(block), bulk.find_records(block))
+        assert same(old.scan_block(block, True), bulk.scan_block(block, True))
+    print(f"{len(chosen)} blocks of about {BULK_BYTES} bytes, old = {args.old[:10]}")
+    ratios: dict[str, list[float]] = {"find_records": [], "scan_records": [], "both": []}
+    times: dict[str, list[float]] = {f"{k} {v}": [] for k in ratios for v in ("old", "new")}
+    for _ in range(args.rounds):
+        total = {f"{k} {v}": 0.0 for k in ratios for v in ("old", "new")}
+        for block in chosen:
+            for name, module in (("old", old), ("new", bulk)):
+                records = module.find_records(block)
+                find = best(lambda m=module, b=block: m.find_records(b), args.repeat)
+                scan = best(lambda m=module, r=records: m.scan_records(r, True), args.repeat)
+                total[f"find_records {name}"] += find
+                total[f"scan_records {name}"] += scan
+                total[f"both {name}"] += find + scan
+        for key, value in total.items():
+            times[key].append(value / len(chosen))
+        for key in ratios:
+            ratios[key].append(total[f"{key} old"] / total[f"{key} new"])
+    for key in ratios:
+        old_ms = [t * 1e3 for t in times[f"{key} old"]]
+        new_ms = [t * 1e3 for t in times[f"{key} new"]]
+        print(
+            f"{key:13} per block: old {min(old_ms):.2f} ms"
+            f" (median {statistics.median(old_ms):.2f}),"
+            f" new {min(new_ms):.2f} ms (median {statistics.median(new_ms):.2f});"
+            f" old/new min {min(ratios[key]):.2f}x median {statistics.median(ratios[key]):.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
