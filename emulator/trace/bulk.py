@@ -180,11 +180,13 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     at = starts - np.cumsum(skipped)  # each real candidate's token index, plus its skip
     at += skipped
     n_tokens = n - int(skipped.sum())
-    shift = np.zeros(n_tokens + 1, dtype=np.int64)
-    shift[at + 1] = skipped
-    np.cumsum(shift, out=shift)
-    shift[:n_tokens] += np.arange(n_tokens)
-    return shift[:n_tokens]
+    # Each offset is the last one plus 1, plus the bytes skipped after a real candidate:
+    # one running sum, in place (a fresh array per step would cost more than the sum).
+    offsets = np.ones(n_tokens + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[at + 1] += skipped
+    np.cumsum(offsets, out=offsets)
+    return offsets[:n_tokens]
 
 
 def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
@@ -290,7 +292,7 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     data[:n] = np.frombuffer(block, dtype=np.uint8)
     tokens = _token_starts(data, n)
     first = data[tokens]
-    cls = _CLASS[first]
+    cls = _CLASS.take(first)  # take, not [first]: a faster loop for a small table
     # Tokens are read right up to the first of a type not parsed: the scan ends there.
     foreign = np.flatnonzero(cls == _OTHER)
     if len(foreign):
@@ -300,16 +302,21 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
         end = int(tokens[-1] + _LENGTH[first[-1]])
     if not len(tokens):
         return Records(data, tokens, first, cls, True, end, nothing, nothing, 0)
-    # A top-level object starts where the items still owed reach a new low.
-    # Items of each fixarray header (0x90 + count), 0 for other tokens; int32: an
-    # array has 65535 items at most. Arithmetic, not a lookup: a cast and a compare.
-    items = first.astype(np.int32)
-    items -= 0x90
-    items[(items < 0) | (items >= 16)] = 0
+    # Items of each array header (0x91..0x9F: 0x90 + count; an array16's count in its
+    # next 2 bytes), 0 for other tokens (and an empty array); int32: an array has 65535
+    # items at most. Set at the headers only, found by a compare of the first bytes.
+    is_header = np.subtract(first, 0x91, dtype=np.uint8) < 15
     long_arrays = np.flatnonzero(first == _ARRAY16)
     if len(long_arrays):
+        is_header[long_arrays] = True
+    headers = np.flatnonzero(is_header)
+    items = np.zeros(len(tokens), dtype=np.int32)
+    items[headers] = first[headers] - np.uint8(0x90)  # an array16's 0x4C is set below
+    if len(long_arrays):
         items[long_arrays] = _big_endian(data, 2)[tokens[long_arrays] + 1]
-    starts, left = _record_starts(items)
+        headers = headers[items[headers] > 0]
+    # A top-level object starts where the items still owed reach a new low.
+    starts, left = _record_starts(items, headers)
     count = len(starts)
     # The last object is whole if all its items are there and its last token ends
     # in the block (before a foreign token, which would be one of its items).
@@ -319,10 +326,10 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     return Records(data, tokens, first, cls, bool(len(foreign)), end, items, starts, count)
 
 
-def _record_starts(items: np.ndarray) -> tuple[np.ndarray, int]:
+def _record_starts(items: np.ndarray, headers: np.ndarray) -> tuple[np.ndarray, int]:
     """The first token of each top-level object of a run of tokens, whose items
-    (of an array header, else 0) are ``items``; and the items left owed after the
-    last token less the objects begun (-objects if the last is whole).
+    (of an array header, else 0) are ``items``, ``headers`` those not 0; and the items
+    left owed after the last token less the objects begun (-objects if the last is whole).
 
     An object starts where the running count of items still owed reaches a new low.
     That count goes up only at a header and down by one at every other token: the
@@ -330,7 +337,6 @@ def _record_starts(items: np.ndarray) -> tuple[np.ndarray, int]:
     where there are tokens), not per token.
     """
     n = len(items)
-    headers = np.flatnonzero(items)
     if not len(headers):
         return np.arange(n, dtype=np.int64), -n
     owed = items[headers].astype(np.int64)
