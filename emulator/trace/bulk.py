@@ -88,6 +88,9 @@ _WIDTHS = np.zeros(_MAX_KIND, dtype=np.int64)
 _EVENTS = np.zeros(_MAX_KIND, dtype=np.int64)  # events a record of each code stands for
 for _code, _kinds in _COMPONENTS.items():
     _WIDTHS[_code], _EVENTS[_code] = _WIDTH[_code], len(_kinds)
+_IS_DEFINITION = np.zeros(_MAX_KIND, dtype=bool)
+_IS_DEFINITION[list(_DEFINITIONS)] = True
+assert not _KNOWN_WITH_COMPOUNDS[0]  # a record with no kind (-1) is looked up at 0
 _IS_ISSUE = np.zeros(_MAX_KIND, dtype=bool)
 _IS_ISSUE[_ISSUE_CODES] = True
 
@@ -209,9 +212,19 @@ def _big_endian(data: np.ndarray, size: int) -> np.ndarray:
     return np.ndarray((len(data) - size + 1,), dtype=dtype, buffer=data, strides=(1,))
 
 
-# Per wide int marker (0xCC..0xD3): its size in bytes, and whether it is signed.
-_WIDE_SIZE = np.array([1, 2, 4, 8, 1, 2, 4, 8], dtype=np.uint64)
-_WIDE_SIGNED = np.array([False] * 4 + [True] * 4)
+_LITTLE_ENDIAN = np.little_endian
+
+
+def _bytes8(data: np.ndarray) -> np.ndarray:
+    """``data`` as overlapping 8-byte items, the i-th starting at byte i (a view: a
+    gather copies each item whole, faster than one of big-endian uints)."""
+    return np.ndarray((len(data) - 7,), dtype="V8", buffer=data, strides=(1,))
+
+
+# Per wide int marker (0xCC..0xD3: uint 8..64, then int 8..64): the shift that keeps
+# its first 1, 2, 4 or 8 bytes of the 8 read (see _values).
+_WIDE_SHIFT = np.array([56, 48, 32, 0] * 2, dtype=np.uint64)
+_FIRST_SIGNED = 4  # markers from 0xCC + 4 on are signed
 
 
 def _values(
@@ -230,9 +243,13 @@ def _values(
     # All at once, whatever their size: the 8 bytes after each marker as a big-endian
     # uint64 (data is padded by 8), shifted right to keep its first ``size`` bytes,
     # logically for a uint, arithmetically (extending the sign) for an int.
-    raw = _big_endian(data, 8)[tokens[wide] + 1].astype(np.uint64)
-    shift = np.uint64(64) - np.uint64(8) * _WIDE_SIZE[marker]
-    signed = _WIDE_SIGNED[marker]
+    at = tokens[wide]
+    at += 1
+    raw = _bytes8(data).take(at).view(np.uint64)
+    if _LITTLE_ENDIAN:
+        raw.byteswap(inplace=True)
+    shift = _WIDE_SHIFT.take(marker)
+    signed = marker >= _FIRST_SIGNED
     unsigned = raw >> shift
     values[wide] = np.where(
         signed, raw.view(np.int64) >> shift.view(np.int64), unsigned.view(np.int64)
@@ -240,6 +257,14 @@ def _values(
     if (marker == 3).any():  # a uint64 (0xCF)
         big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
     return values, big
+
+
+def _windows(values: np.ndarray, width: int) -> np.ndarray:
+    """``values`` as overlapping rows of ``width``, the i-th starting at item i (a view)."""
+    step = values.strides[0]
+    return np.ndarray(
+        (len(values) - width + 1, width), dtype=values.dtype, buffer=values, strides=(step, step)
+    )
 
 
 @dataclass
@@ -401,8 +426,10 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
     kinds = np.where(has_kind, values[kind_token], -1)
     n_items = items[starts]
     known = _KNOWN_WITH_COMPOUNDS if compounds else _KNOWN
-    is_event = (kinds > 0) & known[np.clip(kinds, 0, _MAX_KIND - 1)]
-    is_definition = has_kind & np.isin(kinds, _DEFINITIONS)
+    # A kind is a positive fixint (checked in has_kind), else -1: a table of 128 serves.
+    code_at = np.maximum(kinds, 0)
+    is_event = known.take(code_at)
+    is_definition = has_kind & _IS_DEFINITION.take(code_at)
     ok = is_definition.copy()
     # Per code: the records of it that are fine, the token of each one's first item
     # (its code), and for those with an ISSUE the length and id of its shape.
@@ -460,13 +487,20 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
         if not len(records):
             continue
         at = event_at[records]
+        # A record without a shape: its items as rows of a sliding view of the values
+        # (whole rows copied, no index per item), each event's columns taken from them.
+        whole = None if dims is not None else _windows(values, _WIDTH[code])[base]
         for j, (kind, columns, shifted) in enumerate(_LAYOUT[code]):
             # The tokens of the event's items: kind (the code), dt, pe, then its fields,
             # which come after the shape's items in a record with an ISSUE.
-            tokens_at = base[:, None] + columns
-            if dims is not None:
-                tokens_at[:, shifted] += dims[:, None]
-            rows = values[tokens_at]
+            if whole is not None:
+                single = len(columns) == whole.shape[1]
+                rows = whole if single else whole.take(columns, axis=1)
+            else:
+                tokens_at = base[:, None] + columns
+                if dims is not None:
+                    tokens_at[:, shifted] += dims[:, None]
+                rows = values.take(tokens_at)
             if kind != code:
                 rows[:, 0] = kind
             if j:
@@ -483,7 +517,9 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
             continue
         at = np.concatenate([at for at, _ in pieces])
         order = np.argsort(at, kind="stable")
-        tables[kind] = (at[order], np.concatenate([rows for _, rows in pieces])[order])
+        # take, not [order]: numpy's take copies whole rows, indexing goes item by item.
+        rows = np.concatenate([rows for _, rows in pieces])
+        tables[kind] = (at.take(order), rows.take(order, axis=0))
     definitions = [
         (int(event_at[r]), int(offsets[r]), int(offsets[r + 1]))
         for r in np.flatnonzero(is_definition[:used]).tolist()
@@ -524,15 +560,24 @@ def _issue_shapes(
     for k in np.unique(dims[fine]).tolist():
         group = np.flatnonzero(fine & (dims == k))
         dim_values = values[shape_token[group][:, None] + 1 + np.arange(k)]
-        good = (dim_values >= 0).all(axis=1)
-        fine[group[~good]] = False
-        group, dim_values = group[good], dim_values[good]
+        if (dim_values < 0).any():
+            good = ~(dim_values < 0).any(axis=1)
+            fine[group[~good]] = False
+            group, dim_values = group[good], dim_values[good]
         # A kernel uses a few shapes: take them one at a time (np.unique over rows
-        # sorts them all), the first row left being the next shape.
+        # sorts them all), the first row left being the next shape; compared a column
+        # at a time (a reduction over rows of a few items costs more than the compares).
+        columns = [dim_values[:, c] for c in range(k)] if k <= _FEW_SHAPES else None
         left = np.arange(len(group))
         while len(left) and len(shapes) < _FEW_SHAPES:
             shape = dim_values[left[0]]
-            same = (dim_values[left] == shape).all(axis=1)
+            if columns is None:
+                same = (dim_values[left] == shape).all(axis=1)
+            else:
+                same = np.ones(len(left), dtype=bool)
+                everyone = len(left) == len(group)
+                for column, dim in zip(columns, shape.tolist(), strict=True):
+                    same &= (column if everyone else column[left]) == dim
             shape_ids[group[left[same]]] = len(shapes)
             shapes.append(tuple(shape.tolist()))
             first_use.append(int(group[left[0]]))
