@@ -111,6 +111,10 @@ def test_random_bytes_scan_alike():
             # Bytes mostly of tokens the scan parses (wide-int markers, small ints, headers).
             alphabet = [*range(0xCC, 0xD4), 0xDC, 0x93, 0x95, 0x9C, 0x90, 0xC2, 0xC3, 1, 4, 0x7F]
             assert_same_scan(bytes(rng.choice(alphabet) for _ in range(size)))
+            # Runs of whole tokens: arrays (array16s of 0 to 2 items too) and ints.
+            pieces = [b"\xdc\x00\x00", b"\xdc\x00\x01", b"\xdc\x00\x02", b"\x90", b"\x92"]
+            pieces += [b"\x01", b"\x05", b"\xcd\x01\x00", b"\xc3", b"\x94"]
+            assert_same_scan(b"".join(rng.choice(pieces) for _ in range(size // 2)))
 
 
 # Ints of every msgpack width and sign, and uint64s past the int64 range.
@@ -170,9 +174,7 @@ foreign = st.one_of(
 )
 records = st.lists(
     st.one_of(
-        event_record(),
-        event_record(),
-        event_record(),
+        *[event_record()] * 8,
         definitions,
         foreign,
         wide_ints,
@@ -190,6 +192,34 @@ def test_generated_records_scan_alike(objects, cut):
     data = b"".join(msgpack.packb(obj) for obj in objects)
     assert_same_scan(data)
     assert_same_scan(data[: cut % (len(data) + 1)])  # a tail cut short anywhere
+    # From a few record starts: a scan stops at the first record it does not take.
     starts = record_starts(data)
-    if len(starts) > 1:
-        assert_same_scan(data[starts[cut % len(starts)] :])
+    for start in starts[cut % 3 :: 3]:
+        assert_same_scan(data[start:])
+
+
+def test_edge_cases_scan_alike():
+    event = msgpack.packb([8, 1, 0, 5, 6])  # a COMPLETE
+    issue = msgpack.packb([4, 1, 0, 1, 2, 3, 4, 5, [2, 3], 6, True, 7])
+    cases = [
+        b"\xdc\x00\x00",  # an array16 of no items
+        b"\xdc\x00\x00" + event,
+        b"\xdc\x00\x03\x01\x02\x03" + event,
+        msgpack.packb(list(range(300))) + event,  # an array16 count past one byte
+        b"\xdc\x01",  # cut inside the count
+        event + b"\xcf" + b"\xff" * 8 + event,  # a top-level uint64 past int64
+        event + b"\x01\x02\x03" + event,  # top-level ints
+        issue * 3 + b"\x90" + issue,  # an empty fixarray
+        event[:-1] + b"\xd3",  # a wide int cut short at the end
+        issue + msgpack.packb([4, 1, 0, 1, 2, 3, 4, 5, [2, -3], 6, True, 7]) + issue,
+    ]
+    # More shapes than the ones told apart one by one, of many lengths, a few repeated.
+    shapes = [[d] * k for k in range(20) for d in (1, 2)] * 2
+    many = b"".join(msgpack.packb([4, 1, 0, 1, 2, 3, 4, 5, s, 6, False, 7]) for s in shapes)
+    for data in cases:
+        for cut in range(len(data) + 1):
+            assert_same_scan(data[:cut])
+            assert_same_scan(data[cut:])
+    for cut in range(0, len(many), 97):
+        assert_same_scan(many[:cut])
+        assert_same_scan(many[cut:])

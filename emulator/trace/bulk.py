@@ -158,18 +158,23 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     # From one candidate, the bytes up to the next one are one-byte tokens: the real
     # candidates are those on the path of the first under "the next at or after my
     # end". Its nodes are those that are a step from a node (or the first): start
-    # from all and take their steps until nothing changes; a false start's path soon
-    # lands on a real token, so that takes a few rounds.
+    # from all, and drop the nodes no node steps to, then those only dropped nodes
+    # stepped to, and so on until none is dropped; a false start's path soon lands on
+    # a real token, so that takes a few rounds, each over the nodes just dropped.
     jump = before[ends]
     jump = np.append(jump, count)
-    live = np.ones(count + 1, dtype=bool)
+    # Per node, the nodes stepping to it (the first counts as stepped to; the end,
+    # ``count``, is no candidate and steps nowhere).
+    steps_in = np.bincount(jump[:count], minlength=count + 1)
+    steps_in[0] += 1
+    dropped = np.flatnonzero(steps_in == 0)
     for _ in range(MAX_ROUNDS):
-        reached = np.zeros(count + 1, dtype=bool)
-        reached[jump[live]] = True
-        reached[0] = True
-        if np.array_equal(reached, live):
+        if not len(dropped):
+            live = steps_in > 0
             break
-        live = reached
+        targets = jump[dropped]
+        np.subtract.at(steps_in, targets, 1)
+        dropped = np.unique(targets[steps_in[targets] == 0])
     else:
         live = _path_by_doubling(jump)
     live = live[:count]
@@ -203,13 +208,6 @@ def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
     for step in reversed(jumps):
         live[step[np.flatnonzero(live)]] = True
     return live
-
-
-def _big_endian(data: np.ndarray, size: int) -> np.ndarray:
-    """``data`` as overlapping big-endian uints of ``size`` bytes, the i-th starting at
-    byte i (a view: one is read per index, with no array of byte positions)."""
-    dtype = np.dtype(f">u{size}")
-    return np.ndarray((len(data) - size + 1,), dtype=dtype, buffer=data, strides=(1,))
 
 
 _LITTLE_ENDIAN = np.little_endian
@@ -338,8 +336,11 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     items = np.zeros(len(tokens), dtype=np.int32)
     items[headers] = first[headers] - np.uint8(0x90)  # an array16's 0x4C is set below
     if len(long_arrays):
-        items[long_arrays] = _big_endian(data, 2)[tokens[long_arrays] + 1]
-        headers = headers[items[headers] > 0]
+        at = tokens[long_arrays]
+        counts = data[at + 1].astype(np.int32)
+        counts <<= 8
+        counts |= data[at + 2]
+        items[long_arrays] = counts
     # A top-level object starts where the items still owed reach a new low.
     starts, left = _record_starts(items, headers)
     count = len(starts)
@@ -353,13 +354,15 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
 
 def _record_starts(items: np.ndarray, headers: np.ndarray) -> tuple[np.ndarray, int]:
     """The first token of each top-level object of a run of tokens, whose items
-    (of an array header, else 0) are ``items``, ``headers`` those not 0; and the items
-    left owed after the last token less the objects begun (-objects if the last is whole).
+    (of an array header, else 0) are ``items``, ``headers`` the tokens (in order) where
+    they may not be 0; and the items left owed after the last token less the objects
+    begun (-objects if the last is whole).
 
     An object starts where the running count of items still owed reaches a new low.
-    That count goes up only at a header and down by one at every other token: the
-    lows are found per header and the run of other tokens after it (a few per record,
-    where there are tokens), not per token.
+    That count goes down by one at every token but a header, which adds its items
+    less one: the lows are found per header and the run of other tokens after it (a
+    few per record, where there are tokens), not per token. (A header of no items
+    is one more token of the run before it, taken as a run of its own alike.)
     """
     n = len(items)
     if not len(headers):
