@@ -227,16 +227,16 @@ _FIRST_SIGNED = 4  # markers from 0xCC + 4 on are signed
 
 def _values(
     data: np.ndarray, tokens: np.ndarray, first: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each int token's value, and a mask of the uint64s past the int64 range. Other
-    tokens get their first byte as an int8 (false -62, true -61: see _BOOL_BIAS)."""
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each int token's value, and a mask of the uint64s past the int64 range (None if
+    there is no uint64). Other tokens get their first byte as an int8 (false -62, true
+    -61: see _BOOL_BIAS)."""
     # A one-byte int is its byte as an int8 (0..127, or -32..-1): a cast, not a lookup.
     values = first.view(np.int8).astype(np.int64)
-    big = np.zeros(len(tokens), dtype=bool)
     marker = np.subtract(first, 0xCC, dtype=np.uint8)
     wide = np.flatnonzero(marker < 8)
     if not len(wide):
-        return values, big
+        return values, None
     marker = marker[wide]
     # All at once, whatever their size: the 8 bytes after each marker as a big-endian
     # uint64 (data is padded by 8), shifted right to keep its first ``size`` bytes,
@@ -249,11 +249,16 @@ def _values(
     shift = _WIDE_SHIFT.take(marker)
     signed = marker >= _FIRST_SIGNED
     unsigned = raw >> shift
-    values[wide] = np.where(
-        signed, raw.view(np.int64) >> shift.view(np.int64), unsigned.view(np.int64)
-    )
-    if (marker == 3).any():  # a uint64 (0xCF)
-        big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
+    if signed.any():
+        values[wide] = np.where(
+            signed, raw.view(np.int64) >> shift.view(np.int64), unsigned.view(np.int64)
+        )
+    else:
+        values[wide] = unsigned.view(np.int64)
+    if not (marker == 3).any():  # a uint64 (0xCF)
+        return values, None
+    big = np.zeros(len(tokens), dtype=bool)
+    big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
     return values, big
 
 
@@ -420,8 +425,10 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
     # A token's class, or _OTHER for an int past the int64 range; per record, its
     # tokens that are not ints: an event has its array header, and an ISSUE also the
     # header of its shape and its bool.
-    not_int = (cls != _INT) | big
-    cls[big] = _OTHER
+    not_int = cls != _INT
+    if big is not None:
+        not_int |= big
+        cls[big] = _OTHER
     not_ints = np.add.reduceat(not_int.view(np.int8), starts, dtype=np.int32)[:count]
     starts = starts[:count]
     kind_token = np.minimum(starts + 1, len(tokens) - 1)
@@ -500,10 +507,12 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
                 single = len(columns) == whole.shape[1]
                 rows = whole if single else whole.take(columns, axis=1)
             else:
-                tokens_at = base[:, None] + columns
+                # Built a column at a time (as columns × records: numpy's loops are
+                # slow over rows of a few items), taken as records × columns.
+                tokens_at = columns[:, None] + base
                 if dims is not None:
-                    tokens_at[:, shifted] += dims[:, None]
-                rows = values.take(tokens_at)
+                    tokens_at[shifted] += dims
+                rows = values.take(tokens_at.T)
             if kind != code:
                 rows[:, 0] = kind
             if j:
