@@ -243,7 +243,8 @@ def _values(
     # logically for a uint, arithmetically (extending the sign) for an int.
     at = tokens[wide]
     at += 1
-    raw = _bytes8(data).take(at).view(np.uint64)
+    # Indexed, not take(): take would first copy the overlapping view whole (8 bytes a byte).
+    raw = _bytes8(data)[at].view(np.uint64)
     if _LITTLE_ENDIAN:
         raw.byteswap(inplace=True)
     shift = _WIDE_SHIFT.take(marker)
