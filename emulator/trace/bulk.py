@@ -150,6 +150,7 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     np.cumsum(is_candidate, dtype=np.int32, out=before[1 : n + 1])
     before[n + 1 :] = before[n]
     candidates = np.flatnonzero(is_candidate)
+    del marker, is_candidate  # freed early, as ``before`` below: a block's arrays add up
     count = len(candidates)
     if not count:
         return np.arange(n, dtype=np.int64)
@@ -162,6 +163,7 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     # stepped to, and so on until none is dropped; a false start's path soon lands on
     # a real token, so that takes a few rounds, each over the nodes just dropped.
     jump = before[ends]
+    del before
     jump = np.append(jump, count)
     # Per node, the nodes stepping to it (the first counts as stepped to; the end,
     # ``count``, is no candidate and steps nowhere).
