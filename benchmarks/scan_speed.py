@@ -7,7 +7,12 @@ scan_records of the same block with both versions, alternating, best of ``--repe
 calls; the ratios (old / new, above 1 is faster) are given as min and median over
 rounds. The two versions' results are checked to be equal first.
 
+With ``--stream``, every block of the trace is scanned once per round, in order,
+by one version and then the other, as the reader does (fresh memory each block
+included, which best-of timings of one block hide).
+
     python benchmarks/scan_speed.py [--old 42d9753] [--rounds 7] [--repeat 10] [--blocks 8]
+                                    [--stream]
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ def blocks(data: bytes, count: int) -> list[bytes]:
             break
         start += max(records.stop, 1)
     found, pos = [], start
-    step = max((len(data) - start) // count, BULK_BYTES)
+    step = max((len(data) - start) // count, 1)
     while len(found) < count and pos + BULK_BYTES < len(data):
         records = bulk.find_records(data[pos : pos + BULK_BYTES])
         found.append(data[pos : pos + records.stop])
@@ -102,26 +107,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--stream", action="store_true", help="every block once, in order")
     args = parser.parse_args()
     old = old_bulk(args.old)
     data = decode_trace(args.tiles).read_bytes()
-    chosen = blocks(data, args.blocks)
+    chosen = blocks(data, len(data) if args.stream else args.blocks)
+    repeat = 1 if args.stream else args.repeat
     for block in chosen:
         assert same(old.find_records(block), bulk.find_records(block))
         assert same(old.scan_block(block, True), bulk.scan_block(block, True))
     print(f"{len(chosen)} blocks of about {BULK_BYTES} bytes, old = {args.old[:10]}")
     ratios: dict[str, list[float]] = {"find_records": [], "scan_records": [], "both": []}
     times: dict[str, list[float]] = {f"{k} {v}": [] for k in ratios for v in ("old", "new")}
+    versions = (("old", old), ("new", bulk))
     for _ in range(args.rounds):
         total = {f"{k} {v}": 0.0 for k in ratios for v in ("old", "new")}
-        for block in chosen:
-            for name, module in (("old", old), ("new", bulk)):
-                records = module.find_records(block)
-                find = best(lambda m=module, b=block: m.find_records(b), args.repeat)
-                scan = best(lambda m=module, r=records: m.scan_records(r, True), args.repeat)
-                total[f"find_records {name}"] += find
-                total[f"scan_records {name}"] += scan
-                total[f"both {name}"] += find + scan
+        turns = [(block, name, module) for block in chosen for name, module in versions]
+        if args.stream:
+            turns = [(block, name, module) for name, module in versions for block in chosen]
+        for block, name, module in turns:
+            start = time.perf_counter()
+            records = module.find_records(block)
+            find = time.perf_counter() - start
+            if repeat > 1:
+                find = min(find, best(lambda m=module, b=block: m.find_records(b), repeat))
+            scan = best(lambda m=module, r=records: m.scan_records(r, True), repeat)
+            total[f"find_records {name}"] += find
+            total[f"scan_records {name}"] += scan
+            total[f"both {name}"] += find + scan
         for key, value in total.items():
             times[key].append(value / len(chosen))
         for key in ratios:
