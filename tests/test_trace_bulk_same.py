@@ -1,4 +1,4 @@
-"""The bulk scan (emulator/trace/bulk.py) finds what its reference version found, for any bytes.
+"""The bulk scan (emulator/trace/bulk.py, bulk_columns.py) finds what its reference version found.
 
 The reference is the scan before its per-block speed work (tests/_bulk_reference.py):
 find_records and scan_block must give equal Records and BlockScans on the bundled

@@ -23,7 +23,8 @@ from there, naming what is wrong with its byte offset and event index. Ranges
 scan_block is done in two parts, so that the reader can do the first of the next
 block while the second of this one runs on another thread: find_records (the
 tokens and where each record starts: where the block's whole records end) and
-scan_records (the values, checked, and the rows of each kind).
+scan_records (the values, checked, and the rows of each kind). Their column work
+(where records start, the tokens' values, ISSUE shapes) is in bulk_columns.
 """
 
 from __future__ import annotations
@@ -33,10 +34,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulator.trace import wire
+from emulator.trace.bulk_columns import (
+    ARRAY,
+    BOOL,
+    BOOL_AT,
+    INT,
+    OTHER,
+    SHAPE_AT,
+    issue_shapes,
+    record_starts,
+    token_values,
+    windows,
+)
 from emulator.trace.schema import COMPOUNDS, FIELDS, Kind
 
-# Token classes.
-_INT, _BOOL, _ARRAY, _OTHER = 0, 1, 2, 3
 # The header of an array of 16 to 65535 items (a compound record of 16 items or more),
 # its count in the next 2 bytes; a fixarray holds up to 15.
 _ARRAY16 = 0xDC
@@ -52,15 +63,15 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     length = np.ones(256, dtype=np.int64)
     length[0xCC:0xD4] = (2, 3, 5, 9, 2, 3, 5, 9)  # uint 8..64, int 8..64
     length[_ARRAY16] = 3
-    cls = np.full(256, _OTHER, dtype=np.int8)
-    cls[0x00:0x80] = cls[0xE0:0x100] = cls[0xCC:0xD4] = _INT
-    cls[0xC2:0xC4] = _BOOL
-    cls[0x90:0xA0] = cls[_ARRAY16] = _ARRAY
+    cls = np.full(256, OTHER, dtype=np.int8)
+    cls[0x00:0x80] = cls[0xE0:0x100] = cls[0xCC:0xD4] = INT
+    cls[0xC2:0xC4] = BOOL
+    cls[0x90:0xA0] = cls[_ARRAY16] = ARRAY
     return length, cls
 
 
 _LENGTH, _CLASS = _tables()
-# _values gives a bool its byte as an int8: false (0xC2) -62, true (0xC3) -61.
+# token_values gives a bool its byte as an int8: false (0xC2) -62, true (0xC3) -61.
 _BOOL_BIAS = 0x100 - 0xC2
 # Per event kind or compound record code (format 1.2): the kinds of the events a record
 # stands for, and its item count.
@@ -70,8 +81,6 @@ _COMPONENTS = {int(kind): (int(kind),) for kind in FIELDS} | {
 _WIDTH = {
     code: 3 + sum(len(FIELDS[Kind(kind)]) for kind in kinds) for code, kinds in _COMPONENTS.items()
 }
-_SHAPE_AT = 3 + [name for name, _ in FIELDS[Kind.ISSUE]].index("shape")
-_BOOL_AT = 3 + [tag for _, tag in FIELDS[Kind.ISSUE]].index("bool")
 # Only an ISSUE has a bool or a shape: the others are all ints on the wire. A compound
 # has an ISSUE first or not at all, so its shape and bool sit where an ISSUE has them.
 assert [k for k, fields in FIELDS.items() if any(t in ("bool", "shape") for _, t in fields)] == [
@@ -106,15 +115,13 @@ def _layouts() -> dict[int, tuple[tuple[int, np.ndarray, np.ndarray], ...]]:
             width = len(FIELDS[Kind(kind)])
             columns = np.array([0, 1, 2, *range(at, at + width)], dtype=np.int64)
             has_shape = _IS_ISSUE[code]
-            events.append((kind, columns, has_shape & (columns > _SHAPE_AT)))
+            events.append((kind, columns, has_shape & (columns > SHAPE_AT)))
             at += width
         layouts[code] = tuple(events)
     return layouts
 
 
 _LAYOUT = _layouts()
-# Shapes of a block told apart one by one before sorting the rest (see _issue_shapes).
-_FEW_SHAPES = 16
 
 
 @dataclass
@@ -212,67 +219,6 @@ def _path_by_doubling(jump: np.ndarray) -> np.ndarray:
     return live
 
 
-_LITTLE_ENDIAN = np.little_endian
-
-
-def _bytes8(data: np.ndarray) -> np.ndarray:
-    """``data`` as overlapping 8-byte items, the i-th starting at byte i (a view: a
-    gather copies each item whole, faster than one of big-endian uints)."""
-    return np.ndarray((len(data) - 7,), dtype="V8", buffer=data, strides=(1,))
-
-
-# Per wide int marker (0xCC..0xD3: uint 8..64, then int 8..64): the shift that keeps
-# its first 1, 2, 4 or 8 bytes of the 8 read (see _values).
-_WIDE_SHIFT = np.array([56, 48, 32, 0] * 2, dtype=np.uint64)
-_FIRST_SIGNED = 4  # markers from 0xCC + 4 on are signed
-
-
-def _values(
-    data: np.ndarray, tokens: np.ndarray, first: np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Each int token's value, and a mask of the uint64s past the int64 range (None if
-    there is no uint64). Other tokens get their first byte as an int8 (false -62, true
-    -61: see _BOOL_BIAS)."""
-    # A one-byte int is its byte as an int8 (0..127, or -32..-1): a cast, not a lookup.
-    values = first.view(np.int8).astype(np.int64)
-    marker = np.subtract(first, 0xCC, dtype=np.uint8)
-    wide = np.flatnonzero(marker < 8)
-    if not len(wide):
-        return values, None
-    marker = marker[wide]
-    # All at once, whatever their size: the 8 bytes after each marker as a big-endian
-    # uint64 (data is padded by 8), shifted right to keep its first ``size`` bytes,
-    # logically for a uint, arithmetically (extending the sign) for an int.
-    at = tokens[wide]
-    at += 1
-    # Indexed, not take(): take would first copy the overlapping view whole (8 bytes a byte).
-    raw = _bytes8(data)[at].view(np.uint64)
-    if _LITTLE_ENDIAN:
-        raw.byteswap(inplace=True)
-    shift = _WIDE_SHIFT.take(marker)
-    signed = marker >= _FIRST_SIGNED
-    unsigned = raw >> shift
-    if signed.any():
-        values[wide] = np.where(
-            signed, raw.view(np.int64) >> shift.view(np.int64), unsigned.view(np.int64)
-        )
-    else:
-        values[wide] = unsigned.view(np.int64)
-    if not (marker == 3).any():  # a uint64 (0xCF)
-        return values, None
-    big = np.zeros(len(tokens), dtype=bool)
-    big[wide] = ~signed & (unsigned > np.uint64(2**63 - 1))
-    return values, big
-
-
-def _windows(values: np.ndarray, width: int) -> np.ndarray:
-    """``values`` as overlapping rows of ``width``, the i-th starting at item i (a view)."""
-    step = values.strides[0]
-    return np.ndarray(
-        (len(values) - width + 1, width), dtype=values.dtype, buffer=values, strides=(step, step)
-    )
-
-
 @dataclass
 class Records:
     """Where the top-level records of a block start (find_records): the first part of
@@ -325,7 +271,7 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     first = data[tokens]
     cls = _CLASS.take(first)  # take, not [first]: a faster loop for a small table
     # Tokens are read right up to the first of a type not parsed: the scan ends there.
-    foreign = np.flatnonzero(cls == _OTHER)
+    foreign = np.flatnonzero(cls == OTHER)
     if len(foreign):
         end = int(tokens[foreign[0]])
         tokens, first, cls = tokens[: foreign[0]], first[: foreign[0]], cls[: foreign[0]]
@@ -350,7 +296,7 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
         counts |= data[at + 2]
         items[long_arrays] = counts
     # A top-level object starts where the items still owed reach a new low.
-    starts, left = _record_starts(items, headers)
+    starts, left = record_starts(items, headers)
     count = len(starts)
     # The last object is whole if all its items are there and its last token ends
     # in the block (before a foreign token, which would be one of its items).
@@ -358,55 +304,6 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     if not whole_tail:
         count -= 1
     return Records(data, tokens, first, cls, bool(len(foreign)), end, items, starts, count)
-
-
-def _record_starts(items: np.ndarray, headers: np.ndarray) -> tuple[np.ndarray, int]:
-    """The first token of each top-level object of a run of tokens, whose items
-    (of an array header, else 0) are ``items``, ``headers`` the tokens (in order) where
-    they may not be 0; and the items left owed after the last token less the objects
-    begun (-objects if the last is whole).
-
-    An object starts where the running count of items still owed reaches a new low.
-    That count goes down by one at every token but a header, which adds its items
-    less one: the lows are found per header and the run of other tokens after it (a
-    few per record, where there are tokens), not per token. (A header of no items
-    is one more token of the run before it, taken as a run of its own alike.)
-    """
-    n = len(items)
-    if not len(headers):
-        return np.arange(n, dtype=np.int64), -n
-    owed = items[headers].astype(np.int64)
-    # The count before each header (``at``), and before the token after its run of
-    # leaves (``after``: the next header's, or the end's).
-    at = np.cumsum(owed)
-    left = int(at[-1]) - n
-    at -= owed
-    at -= headers
-    after = np.empty_like(at)
-    after[:-1] = at[1:]
-    after[-1] = left
-    # The lowest count before each header: the tokens before the first header are
-    # all leaves (0, -1, ...); then each header's run reaches min(at, after + 1).
-    run_low = np.minimum(at, after + 1)
-    low_before = np.empty(len(headers), dtype=np.int64)
-    low_before[0] = 1 - headers[0] if headers[0] else 1
-    np.minimum.accumulate(run_low[:-1], out=low_before[1:])
-    np.minimum(low_before[1:], low_before[0], out=low_before[1:])
-    is_start = at < low_before
-    # The leaves at the end of a run that go below the low (each one a whole object,
-    # an int): the last ``min(low, at) - 1 - after`` of the run.
-    tail = np.minimum(low_before, at)
-    tail -= after + 1
-    leading = np.arange(headers[0], dtype=np.int64)
-    if not (tail > 0).any():
-        return np.concatenate((leading, headers[is_start])), left
-    run_end = np.append(headers[1:], n)
-    tail = np.maximum(tail, 0)
-    firsts = np.repeat(run_end - tail - np.cumsum(tail) + tail, tail)
-    leaves = firsts + np.arange(len(firsts))
-    starts = np.concatenate((headers[is_start], leaves))
-    starts.sort()
-    return np.concatenate((leading, starts)), left
 
 
 def scan_records(block: Records, compounds: bool = False) -> BlockScan:
@@ -424,18 +321,18 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
         return BlockScan(0, False, foreign, np.empty(0, np.int8), {}, [], [])
     record_tokens = np.diff(np.append(starts, len(tokens)))[:count]
     offsets = np.append(tokens[starts], end)[: count + 1]
-    values, big = _values(data, tokens, first)
-    # A token's class, or _OTHER for an int past the int64 range; per record, its
+    values, big = token_values(data, tokens, first)
+    # A token's class, or OTHER for an int past the int64 range; per record, its
     # tokens that are not ints: an event has its array header, and an ISSUE also the
     # header of its shape and its bool.
-    not_int = cls != _INT
+    not_int = cls != INT
     if big is not None:
         not_int |= big
-        cls[big] = _OTHER
+        cls[big] = OTHER
     not_ints = np.add.reduceat(not_int.view(np.int8), starts, dtype=np.int32)[:count]
     starts = starts[:count]
     kind_token = np.minimum(starts + 1, len(tokens) - 1)
-    has_kind = (cls[starts] == _ARRAY) & (record_tokens >= 2) & (first[kind_token] < 0x80)
+    has_kind = (cls[starts] == ARRAY) & (record_tokens >= 2) & (first[kind_token] < 0x80)
     kinds = np.where(has_kind, values[kind_token], -1)
     n_items = items[starts]
     known = _KNOWN_WITH_COMPOUNDS if compounds else _KNOWN
@@ -463,7 +360,7 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
         good = (n_items[records] == widths) & (record_tokens[records] >= widths + 1)
         good &= not_ints[records] == 3
         records, widths = records[good], widths[good]
-        dims, shape_ids, fine, shapes = _issue_shapes(
+        dims, shape_ids, fine, shapes = issue_shapes(
             starts[records], record_tokens[records], widths, items, cls, values
         )
         for code in issue_codes:
@@ -502,7 +399,7 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
         at = event_at[records]
         # A record without a shape: its items as rows of a sliding view of the values
         # (whole rows copied, no index per item), each event's columns taken from them.
-        whole = None if dims is not None else _windows(values, _WIDTH[code])[base]
+        whole = None if dims is not None else windows(values, _WIDTH[code])[base]
         for j, (kind, columns, shifted) in enumerate(_LAYOUT[code]):
             # The tokens of the event's items: kind (the code), dt, pe, then its fields,
             # which come after the shape's items in a record with an ISSUE.
@@ -521,8 +418,8 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
             if j:
                 rows[:, 1] = 0  # the compound's dt is its first event's
             if kind == Kind.ISSUE:
-                rows[:, _SHAPE_AT] = shape_ids
-                rows[:, _BOOL_AT] += _BOOL_BIAS
+                rows[:, SHAPE_AT] = shape_ids
+                rows[:, BOOL_AT] += _BOOL_BIAS
             event_kinds[at + j] = kind
             parts.setdefault(kind, []).append((at + j if j else at, rows))
     tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -548,65 +445,3 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
         shapes=shapes,
         definitions=definitions,
     )
-
-
-def _issue_shapes(
-    starts: np.ndarray,
-    record_tokens: np.ndarray,
-    widths: np.ndarray,
-    items: np.ndarray,
-    cls: np.ndarray,
-    values: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
-    """Of records that start with an ISSUE's items (``widths`` items each, a shape
-    counting as one): the length of each one's shape, its shape id, which are fine,
-    and the shapes the ids index (numbered in order of first use, as the
-    record-by-record path numbers them)."""
-    m = len(starts)
-    shape_token = starts + 1 + _SHAPE_AT
-    dims = items[shape_token].astype(np.int64)
-    fine = (cls[shape_token] == _ARRAY) & (record_tokens == widths + 1 + dims)
-    dims[~fine] = 0
-    # Its three tokens that are not ints (see scan_block) are the headers and the bool.
-    fine &= cls[starts + 1 + _BOOL_AT + dims] == _BOOL
-    shape_ids = np.zeros(m, dtype=np.int64)
-    shapes: list[tuple[int, ...]] = []
-    first_use: list[int] = []
-    for k in np.unique(dims[fine]).tolist():
-        group = np.flatnonzero(fine & (dims == k))
-        dim_values = values[shape_token[group][:, None] + 1 + np.arange(k)]
-        if (dim_values < 0).any():
-            good = ~(dim_values < 0).any(axis=1)
-            fine[group[~good]] = False
-            group, dim_values = group[good], dim_values[good]
-        # A kernel uses a few shapes: take them one at a time (np.unique over rows
-        # sorts them all), the first row left being the next shape; compared a column
-        # at a time (a reduction over rows of a few items costs more than the compares).
-        columns = [dim_values[:, c] for c in range(k)] if k <= _FEW_SHAPES else None
-        left = np.arange(len(group))
-        while len(left) and len(shapes) < _FEW_SHAPES:
-            shape = dim_values[left[0]]
-            if columns is None:
-                same = (dim_values[left] == shape).all(axis=1)
-            else:
-                same = np.ones(len(left), dtype=bool)
-                everyone = len(left) == len(group)
-                for column, dim in zip(columns, shape.tolist(), strict=True):
-                    same &= (column if everyone else column[left]) == dim
-            shape_ids[group[left[same]]] = len(shapes)
-            shapes.append(tuple(shape.tolist()))
-            first_use.append(int(group[left[0]]))
-            left = left[~same]
-        if len(left):
-            unique, at_first, inverse = np.unique(
-                dim_values[left], axis=0, return_index=True, return_inverse=True
-            )
-            shape_ids[group[left]] = len(shapes) + inverse.reshape(-1)
-            shapes.extend(tuple(row) for row in unique.tolist())
-            first_use.extend(group[left[at_first]].tolist())
-    order = np.argsort(np.array(first_use, dtype=np.int64), kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    if len(order):
-        shape_ids[fine] = rank[shape_ids[fine]]
-    return dims, shape_ids, fine, [shapes[i] for i in order.tolist()]
