@@ -194,7 +194,8 @@ def _token_starts(data: np.ndarray, n: int) -> np.ndarray:
     starts = candidates[live]
     skipped = np.minimum(ends[live], n)  # the last may be cut short by the block's end
     skipped -= starts + 1
-    at = starts - np.cumsum(skipped)  # each real candidate's token index, plus its skip
+    # Each real candidate's token index: its offset less the bytes skipped before it.
+    at = starts - np.cumsum(skipped)
     at += skipped
     n_tokens = n - int(skipped.sum())
     # Each offset is the last one plus 1, plus the bytes skipped after a real candidate:
