@@ -488,3 +488,12 @@ def test_host_read_event_round_trips():
     assert list(trace.iter_decoded()) == events
     error = error_of(forged([Kind.HOST_READ, 0, 0, "3"]))
     assert "HOST_READ future" in str(error)
+
+
+def test_a_reserved_byte_is_named_malformed_without_an_empty_reason():
+    # 0xC1 is never used by msgpack, and its error has no message of its own: the
+    # line says where and what, not "(FormatError: )".
+    data = pack_objects(header_record()) + b"\xc1"
+    message = str(error_of(data))
+    assert "malformed msgpack" in message
+    assert ": )" not in message and "()" not in message

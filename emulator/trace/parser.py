@@ -223,7 +223,9 @@ class Parser(RecordChecks):
             if isinstance(exc, TraceFormatError):
                 raise
             index = self.event_records if self.version is not None else None
-            self.fail(f"malformed msgpack ({type(exc).__name__}: {exc})", self.pos, index)
+            # msgpack says why for some errors, nothing for others (a reserved byte).
+            why = f" ({type(exc).__name__}: {exc})" if str(exc) else ""
+            self.fail(f"malformed msgpack{why}", self.pos, index)
 
     def consume_records(self, unpacker: msgpack.Unpacker, pos: int) -> int:
         if self.base:
