@@ -162,8 +162,11 @@ class Program:
         work = (kinds == COMPUTE) | (kinds == OPAQUE)
         before = np.zeros(len(kinds) + 1, dtype=np.int64)
         np.cumsum(np.where(work, cycles, 0), out=before[1:])
-        others = np.append(np.flatnonzero(~work), len(kinds))
-        next_other = others[np.cumsum(np.append(~work, True)) - np.append(~work, True)]
+        # The first non-work step at or after s is the k-th non-work step (or the end),
+        # k being the number of non-work steps before s.
+        other = np.append(~work, True)
+        others_before = np.cumsum(other) - other
+        next_other = np.flatnonzero(other)[others_before]
         return _ints(before), _ints(next_other)
 
     @staticmethod
