@@ -5,24 +5,46 @@ from __future__ import annotations
 import dataclasses
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbdebug.analysis.model import COMPUTE, OPAQUE, Program, build_model
+from emulator.config import HardwareConfig
+from emulator.kernel.runner import run_kernel
+from emulator.memory import Memory
+from kbdebug.analysis.model import BARRIER, COMPUTE, OPAQUE, Program, _put, build_model
 from kbdebug.replay import Replay
 
 TRACES = ("flawed_prefetch", "ring_attention", "gemm_composite", "prefill")
 
 
+def page_walk(tl, idx_ptr, data_ptr, n):
+    """Reads each tile's row from a table on the host: a barrier per tile."""
+    for i in range(n):
+        with tl.scope():
+            entry = tl.wait(tl.load_async(idx_ptr + 8 * i, (1,), "i64"))
+            row = int(entry.data[0])
+            x = tl.wait(tl.load_async(data_ptr + row * 256, (8, 16), "f16"))
+            tl.exp(x)
+
+
 @pytest.fixture(scope="module")
-def programs() -> list[Program]:
+def programs(tmp_path_factory) -> list[Program]:
     from test_ui_traces import trace
 
+    paths = [trace(name) for name in TRACES]
+    # More host reads than the bound's first room for buckets (64).
+    memory = Memory(size_bytes=1 << 16)
+    idx = memory.put(np.arange(100, dtype=np.int64) % 7)
+    data = memory.put(np.ones((7 * 8, 16), np.float16))
+    paths.append(str(tmp_path_factory.mktemp("walk") / "walk.kbt"))
+    run_kernel(page_walk, (idx, data, 100), (1,), memory, HardwareConfig(), trace=paths[-1])
     out = []
-    for name in TRACES:
-        model = build_model(Replay.open(trace(name), cache=False).index)
+    for path in paths:
+        model = build_model(Replay.open(path, cache=False).index)
         out.extend(model.programs.values())
+    assert sum(k == BARRIER for k in out[-1].kind) == 100
     return out
 
 
@@ -75,3 +97,12 @@ def test_runs_of_work_cover_most_steps(programs):
         1 for s in range(len(prog)) if next_other[s] != s and (s == 0 or next_other[s - 1] == s - 1)
     )
     assert runs < len(prog) / 2
+
+
+def test_the_bound_keeps_every_bucket_as_its_room_grows():
+    values = np.empty(2)
+    expected = []
+    for i in range(200):
+        values = _put(values, i, float(i) * 1.5)
+        expected.append(float(i) * 1.5)
+    assert values[:200].tolist() == expected

@@ -255,7 +255,10 @@ class Program:
         # Per bucket (loads released after the same host read): release cycle, and
         # release + (transfers waited so far in this bucket or later) / read channels.
         release = [t + issue]
-        peak = np.array([float(t + issue)])
+        # Grown by doubling (np.append copied it whole at every host read: quadratic in
+        # a kernel that reads a page table entry per tile); buckets 0..len(release)-1.
+        peak = np.empty(64)
+        peak[0] = float(t + issue)
         best = 0.0
         bucket_of: dict[int, int] = {}
         counted: set[int] = set()
@@ -276,7 +279,7 @@ class Program:
             c = cmds[s]
             if k == BARRIER:
                 release.append(t + issue)
-                peak = np.append(peak, float(t + issue))
+                peak = _put(peak, len(release) - 1, float(t + issue))
             elif k == LOAD:
                 t += issue
                 bucket_of[c] = len(release) - 1
@@ -318,7 +321,7 @@ class Program:
                 if c in fences:
                     # Later loads may read what the store wrote: released only now.
                     release.append(t + issue)
-                    peak = np.append(peak, float(t + issue))
+                    peak = _put(peak, len(release) - 1, float(t + issue))
             s += 1
         if self.complete:
             t = max(t, drain)
@@ -472,6 +475,14 @@ def _step_of_command(index: TraceIndex) -> np.ndarray:
     on_engine = engine[np.where((channels >= 0) & (channels < len(engine) - 1), channels, -1)]
     computes[len(strings)] = True  # an op id out of range names "": not a transfer
     return np.where(computes[known] & on_engine, COMPUTE, named[known])
+
+
+def _put(values: np.ndarray, at: int, value: float) -> np.ndarray:
+    """``values`` with ``value`` at ``at`` (the next free place), doubled first if full."""
+    if at == len(values):
+        values = np.concatenate([values, np.empty(len(values))])
+    values[at] = value
+    return values
 
 
 def _ints(column: np.ndarray) -> array[int]:
