@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from emulator.config import HardwareConfig
 from emulator.kernel.runner import run_kernel
 from emulator.memory import Memory
-from kbdebug.analysis.model import BARRIER, COMPUTE, OPAQUE, Program, _put, build_model
+from kbdebug.analysis.model import BARRIER, Program, _put, build_model
 from kbdebug.replay import Replay
 
 TRACES = ("flawed_prefetch", "ring_attention", "gemm_composite", "prefill")
@@ -49,12 +49,11 @@ def programs(tmp_path_factory) -> list[Program]:
 
 
 def one_at_a_time(prog: Program) -> Program:
-    """A copy of ``prog`` whose runs of work steps are one step long: re-timing it adds
-    each work step's cycles on its own, as it did before runs were added up."""
+    """A copy of ``prog`` that sees no runs of work steps (each step is its own next
+    non-work step): re-timing it meets every step alone, as before runs were added up."""
     copy = dataclasses.replace(prog)
     work_before, _ = prog._work_runs
-    work = [k in (COMPUTE, OPAQUE) for k in prog.kind]
-    copy.__dict__["_work_runs"] = (work_before, [s + 1 if w else s for s, w in enumerate(work)])
+    copy.__dict__["_work_runs"] = (work_before, list(range(len(prog) + 1)))
     return copy
 
 

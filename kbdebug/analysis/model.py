@@ -196,15 +196,12 @@ class Program:
         arrival: dict[int, int] = {}
         t = self.start
         drain = t
-        for s, end in self._runs(order):
+        for first, end in self._runs(order):
+            # Each step of the run that is not work, the work steps before it added up.
+            s = next_other[first]
+            if s != first:
+                t += work_before[s if s < end else end] - work_before[first]
             while s < end:
-                o = next_other[s]
-                if o != s:  # a run of work steps: their cycles add up
-                    if o > end:
-                        o = end
-                    t += work_before[o] - work_before[s]
-                    s = o
-                    continue
                 k = kinds[s]
                 if k == WAIT:
                     a = arrival.get(cmds[s], NEVER)
@@ -236,7 +233,12 @@ class Program:
                     c = cmds[s]
                     d = self.delivery.get(c, NEVER)
                     arrival[c] = d if d > t else t
-                s += 1
+                elif k == COMPUTE or k == OPAQUE:  # met alone only without _work_runs' runs
+                    t += cycles[s]
+                after = s + 1
+                s = next_other[after]
+                if s != after:
+                    t += work_before[s if s < end else end] - work_before[after]
         if self.complete and drain > t:
             t = drain
         return t - self.start
@@ -305,6 +307,8 @@ class Program:
             elif k == RECV:
                 t += issue
                 done_by[c] = max(self.delivery.get(c, NEVER), t)
+            elif k == COMPUTE or k == OPAQUE:  # met alone only without _work_runs' runs
+                t += cycles[s]
             elif k == WAIT:
                 b = bucket_of.get(c)
                 if b is not None and c not in counted:
