@@ -28,7 +28,7 @@ def where(loc: SourceLoc | None) -> str:
 
 
 def times(count: int) -> str:
-    """"once" or "N times"."""
+    """The count in words: "once", or "N times"."""
     return "once" if count == 1 else f"{count:,} times"
 
 
