@@ -38,3 +38,22 @@ def name_of(dtype: np.dtype) -> str:
         return _NAMES[np.dtype(dtype)]
     except KeyError:
         raise DtypeError(f"numpy dtype {np.dtype(dtype)} has no emulator equivalent") from None
+
+
+# Every f16 bit pattern's f32 value, by numpy's own cast: a lookup gives the very values
+# astype does (NaN payloads included), in about half its time (numpy has no vector f16
+# cast on most CPUs), and tl.dot converts every f16 tile it multiplies.
+_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+
+
+def as_f32(array: np.ndarray) -> np.ndarray:
+    """``array.astype(float32, copy=False)``, in the same memory order, faster for f16."""
+    if array.dtype != _F16:
+        return array.astype(_F32, copy=False)
+    if array.flags.c_contiguous:
+        return _F16_TO_F32.take(array.view(np.uint16))
+    if array.flags.f_contiguous:  # a transposed tile: the result is transposed alike
+        return _F16_TO_F32.take(array.T.view(np.uint16)).T
+    return array.astype(_F32)

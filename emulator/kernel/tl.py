@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from emulator.dtypes import NUMPY_DTYPES, name_of, to_numpy
+from emulator.dtypes import NUMPY_DTYPES, as_f32, name_of, to_numpy
 from emulator.errors import (
     DoubleWaitError,
     EmulatorError,
@@ -42,8 +42,6 @@ _HOST_READ = Kind.HOST_READ
 
 if TYPE_CHECKING:
     from emulator.kernel.runner import Launch
-
-_F32 = np.dtype(np.float32)
 
 
 #: numpy dtype -> its name, for the common dtypes (name_of handles the rest and errors).
@@ -251,7 +249,7 @@ class TL:
             raise self._error(
                 ShapeError, f"tl.dot needs (M, K) @ (K, N), got {x.shape} @ {y.shape}", loc
             )
-        out = np.matmul(x.astype(_F32, copy=False), y.astype(_F32, copy=False))
+        out = np.matmul(as_f32(x), as_f32(y))
         macs = x.shape[0] * x.shape[1] * y.shape[1]
         self._compute("dot", "gemm", self._pe.gemm, self._pe.gemm_cycles(macs), out, loc)
         return TensorHandle(self, out)
