@@ -165,3 +165,17 @@ def test_operands_that_do_not_broadcast_raise_shape_error_naming_both():
 
     with pytest.raises(ShapeError, match=r"\(4, 8\) and \(3,\)"):
         run(kernel)
+
+
+@pytest.mark.parametrize("layout", ["c", "f", "strided"])
+def test_dot_widens_every_f16_value_to_the_bits_astype_gives(layout):
+    # tl.dot widens f16 tiles by a lookup table: every bit pattern (NaNs, infinities,
+    # subnormals, -0) must come out as numpy's own cast, in the same memory order.
+    from emulator.dtypes import as_f32
+
+    tile = np.arange(1 << 16, dtype=np.uint16).view(np.float16).reshape(256, 256)
+    x = {"c": tile, "f": tile.T, "strided": tile[::2, ::3]}[layout]
+    got, want = as_f32(x), x.astype(np.float32)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert got.strides == want.strides
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
