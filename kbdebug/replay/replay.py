@@ -14,7 +14,6 @@ import numpy as np
 from emulator.trace.reader import open_trace_file, read_trace_tables
 from emulator.trace.schema import FIELDS, Kind, SourceLoc
 from kbdebug.replay import cache as index_cache
-from kbdebug.replay.feed import IndexFeed
 from kbdebug.replay.index import COLUMN_OF_FIELD, NONE, IndexBuilder, TraceIndex
 from kbdebug.replay.state import PHASES, State, apply_events, future_phases, state_at
 
@@ -73,8 +72,9 @@ class Replay:
         """Read, validate and index the trace at ``path``, or map its index from the cache.
 
         Events go from the reader to the index a block at a time, as arrays, so the
-        whole trace is never held as Python objects; they are added to the index on a
-        thread of its own (see IndexFeed) while the reader reads on. The index is then kept in the
+        whole trace is never held as Python objects; each block is added to the index as it
+        comes, on the reading thread (another thread for it cost more in GIL hand-overs
+        than it overlapped: see benchmarks/replay_speed.py). The index is then kept in the
         cache directory (see kbdebug.replay.cache), keyed by the file's identity,
         size, times and edges (written by a background thread:
         ``kbdebug.replay.cache.wait()`` waits for it), and mapped from there the next
@@ -107,8 +107,7 @@ class Replay:
                 progress(0.95 * done / max(total, 1))
 
         builder = IndexBuilder(IndexBuilder.capacity_for(os.path.getsize(path)))
-        with IndexFeed(builder) as feed:
-            trace = read_trace_tables(path, feed, progress=on_read)
+        trace = read_trace_tables(path, builder.add_tables, progress=on_read)
         index = builder.build(trace)
         if directory is not None and key is not None and prefix is not None:
             # Kept only if the file is still the one whose key was taken before reading
