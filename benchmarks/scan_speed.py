@@ -2,7 +2,8 @@
 older version of it loaded from git, in the same process, as ratios.
 
 Blocks of BULK_BYTES are cut from a recorded million-event trace (the one
-replay_speed.py records) at record boundaries. Each round times find_records and
+replay_speed.py records) at record boundaries, found record by record, and between
+definitions, as the reader cuts them; the sampled ones are full-size. Each round times find_records and
 scan_records of the same block with both versions, alternating, best of ``--repeat``
 calls; the ratios (old / new, above 1 is faster) are given as min and median over
 rounds. The two versions' results are checked to be equal first.
@@ -26,13 +27,14 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
+import msgpack
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.replay_speed import decode_trace  # noqa: E402
-from emulator.trace import bulk  # noqa: E402
+from emulator.trace import bulk, wire  # noqa: E402
 from emulator.trace.parser import BULK_BYTES  # noqa: E402
 
 # The last commit of bulk.py before the per-block speed work.
@@ -53,28 +55,34 @@ def old_bulk(rev: str) -> types.ModuleType:
     return module
 
 
-def blocks(data: bytes, count: int) -> list[bytes]:
-    """``count`` blocks spread over ``data``'s events, each starting at a record."""
-    # The first records (header, definitions) are skipped with the reader's own cut.
-    start = 0
-    while True:
-        records = bulk.find_records(data[start : start + BULK_BYTES])
-        if records.count > 1000 and not records.foreign:
-            break
-        start += max(records.stop, 1)
-    found, pos = [], start
-    step = max((len(data) - start) // count, 1)
-    while len(found) < count and pos + BULK_BYTES < len(data):
-        records = bulk.find_records(data[pos : pos + BULK_BYTES])
-        found.append(data[pos : pos + records.stop])
-        # Jump ahead by whole blocks' worth of records.
-        target = pos + step
-        while pos < target:
-            records = bulk.find_records(data[pos : pos + BULK_BYTES])
-            if not records.stop:
-                return found
-            pos += records.stop
-    return found
+def blocks(data: bytes, count: int | None) -> list[bytes]:
+    """The blocks the reader hands find_records, in order: runs of whole event records of
+    at most BULK_BYTES, cut at every other record (a definition). With a ``count``,
+    that many full-size ones spread over the file."""
+    # Every record's start, read record by record (find_records started inside a record
+    # would cut blocks at no real record), and whether it is an event.
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(data)
+    starts, events = [0], []
+    for record in unpacker:
+        events.append(isinstance(record, list) and bool(record) and record[0] in wire.EVENT_CODES)
+        starts.append(unpacker.tell())
+    found: list[bytes] = []
+    first = 0
+    while first < len(events):
+        last = first
+        while (
+            last < len(events) and events[last] and starts[last + 1] - starts[first] <= BULK_BYTES
+        ):
+            last += 1
+        if last > first:
+            found.append(data[starts[first] : starts[last]])
+        first = max(last, first + 1)
+    if count is None:
+        return found
+    full = [block for block in found if len(block) >= BULK_BYTES // 2]
+    step = max(len(full) // count, 1)
+    return full[::step][:count]
 
 
 def best(call: Callable[[], object], repeat: int) -> float:
@@ -111,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     old = old_bulk(args.old)
     data = decode_trace(args.tiles).read_bytes()
-    chosen = blocks(data, len(data) if args.stream else args.blocks)
+    chosen = blocks(data, None if args.stream else args.blocks)
     repeat = 1 if args.stream else args.repeat
     for block in chosen:
         assert same(old.find_records(block), bulk.find_records(block))
