@@ -13,6 +13,7 @@ from textual.strip import Strip
 
 from kbdebug.replay import PHASES, Replay
 from kbdebug.replay.state import future_phases
+from kbdebug.replay.tables import position_dtype
 from kbdebug.safe_text import escape
 from kbdebug.ui.keys import pane_title
 from kbdebug.ui.messages import FutureChosen
@@ -110,29 +111,30 @@ class FuturesTable(RowView):
         #: The number key that focuses this pane (shown in its title), if any.
         self.pane = pane
         index = replay.index
-        f, k, time = index.futures, index.commands, index.columns.time
+        f, k = index.futures, index.commands
         cmd = np.maximum(f.cmd, 0)
         known = f.cmd >= 0
-
-        def events(raw: np.ndarray) -> np.ndarray:
-            return np.where(known, raw, -1)
-
-        #: Per future: event indices of issue, grant, complete, wait begin, wait end.
-        self._events = np.stack(
-            [
-                events(k.issue[cmd]) if len(k.issue) else events(cmd),
-                events(k.grant[cmd]) if len(k.grant) else events(cmd),
-                events(k.complete[cmd]) if len(k.complete) else events(cmd),
-                f.wait_begin,
-                f.wait_end,
-            ],
-            axis=1,
-        )
-        self._times = np.where(self._events >= 0, time[np.maximum(self._events, 0)], -1)
-        #: Per future: every event index its row compares with the position.
-        self._lifecycle = np.concatenate(
-            [self._events, np.stack([f.issue, f.request, f.grant, f.complete], axis=1)], axis=1
-        )
+        # Event indices in the index's position dtype (int32 below 2**31 events): at ten
+        # million events, int64 tables here cost 30 MB more at the first screen.
+        position = position_dtype(index.n_events)
+        lifecycle = np.empty((len(f.cmd), 9), dtype=position)
+        for j, column in enumerate(
+            (
+                k.issue[cmd] if len(k.issue) else cmd,
+                k.grant[cmd] if len(k.grant) else cmd,
+                k.complete[cmd] if len(k.complete) else cmd,
+            )
+        ):
+            lifecycle[:, j] = np.where(known, column, -1)
+        for j, column in enumerate(
+            (f.wait_begin, f.wait_end, f.issue, f.request, f.grant, f.complete), start=3
+        ):
+            lifecycle[:, j] = column
+        #: Per future: every event index its row compares with the position; the first
+        #: five are those its row shows the times of: issue, grant, complete, wait begin
+        #: and wait end.
+        self._lifecycle = lifecycle
+        self._events = lifecycle[:, :5]
         self._lines = _line_cells(replay)
         #: Row -> future, and future -> row, in the current sort.
         self.order = np.arange(len(f.cmd), dtype=np.int64)
@@ -172,7 +174,7 @@ class FuturesTable(RowView):
             key = np.where(never, np.iinfo(np.int64).max, f.stall.astype(np.int64))
             self.order = np.lexsort((np.arange(n), -key)).astype(np.int64)
         elif sort == "issue":
-            issued = self._events[:, 0]
+            issued = self._events[:, 0].astype(np.int64)  # the key below is past int32
             self.order = np.lexsort((np.arange(n), np.where(issued >= 0, issued, n + 1 << 40)))
         else:
             self.order = np.arange(n, dtype=np.int64)
@@ -272,7 +274,7 @@ class FuturesTable(RowView):
         if row == self.selected_future:
             base = base + self.component_style("futures-table--selected")
         dim = base + self.component_style("rowview--dim")
-        events, times = self._events[row], self._times[row]
+        events, time = self._events[row], index.columns.time
         stall = int(f.stall[row])
 
         def when(j: int, column: str) -> tuple[str, Style]:
@@ -280,7 +282,7 @@ class FuturesTable(RowView):
             # has been issued, so none has an issue time.
             if not 0 <= events[j] < self.position:
                 return "", dim
-            return cycles(int(times[j]), _WIDTH[column]), base
+            return cycles(int(time[events[j]]), _WIDTH[column]), base
 
         values: dict[str, tuple[str, Style]] = {
             "future": (str(row), base),
