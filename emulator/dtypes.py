@@ -42,7 +42,7 @@ def name_of(dtype: np.dtype) -> str:
 
 # Every f16 bit pattern's f32 value, by numpy's own cast: a lookup gives the very values
 # astype does (NaN payloads included), in about half its time (numpy has no vector f16
-# cast on most CPUs), and tl.dot converts every f16 tile it multiplies.
+# cast on the CPUs measured), and tl.dot converts every f16 tile it multiplies.
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)

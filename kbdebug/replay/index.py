@@ -285,7 +285,7 @@ class IndexBuilder:
         self._kept = {}  # what the tables do not hold on to is freed with ``kept``
         commands = commands_of(columns, kept, source)
         # The future table needs only the waits' fields: the others go before it is made
-        # (at ten million events, 15 MB off the open's peak).
+        # (at ten million events, about 10 MB off the open's peak).
         waits = {kind: kept[kind] for kind in (Kind.WAIT_BEGIN, Kind.WAIT_END)}
         op_log = kept.pop(Kind.OP_LOG)
         del kept
