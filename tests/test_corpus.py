@@ -2,8 +2,10 @@
 
 Each pair in tests/corpus/ is a kernel with exactly one serialization bug and
 its fixed twin; each clean kernel is optimally pipelined in some unusual way.
-Traces are recorded once per session. The emulator is the ground truth: the
-saving a finding claims is compared with the cycles the fix really saves.
+Every test runs at each size a module gives (``sizes``: small and large; one
+size, its ``params``, otherwise). Traces are recorded once per session. The
+emulator is the ground truth: the saving a finding claims is compared with the
+cycles the fix really saves.
 """
 
 from __future__ import annotations
@@ -32,13 +34,13 @@ class Recorded:
         self._analysis = {}
 
     def run(self, entry, variant):
-        key = (entry.name, variant)
+        key = (entry.id, variant)
         if key not in self._runs:
             self._runs[key] = record(entry, variant, self.directory)
         return self._runs[key]
 
     def analysis(self, entry, variant):
-        key = (entry.name, variant)
+        key = (entry.id, variant)
         if key not in self._analysis:
             from kbdebug.analysis import find_all, pe_bounds
             from kbdebug.replay import Replay
@@ -55,11 +57,12 @@ def corpus(tmp_path_factory):
 
 
 def _ids(items):
-    return [e.name for e in items]
+    return [e.id for e in items]
 
 
 # Where the analysis is known to fall short, said once here and checked to still fail
 # (strict): a fix that lands makes its xfail an error, so the list cannot go stale.
+# Keyed by module name: a limit holds at every size of the module.
 KNOWN_LIMITS = {
     ("line", "gamma_blocking_prologue"): "the fix moves a blocking load's wait below work "
     "that does not read it; the trace does not say which compute reads which tile",
@@ -77,7 +80,7 @@ def _params(test):
     return [
         pytest.param(
             e,
-            id=e.name,
+            id=e.id,
             marks=[pytest.mark.xfail(strict=True, reason=KNOWN_LIMITS[(test, e.name)])]
             if (test, e.name) in KNOWN_LIMITS
             else [],
@@ -102,7 +105,7 @@ def test_fixed_twin_is_faster(corpus, entry):
 @pytest.mark.parametrize(
     ("entry", "variant"),
     [(e, "fixed") for e in PAIRS] + [(e, "clean") for e in CLEAN],
-    ids=[f"{e.name}-fixed" for e in PAIRS] + [f"{e.name}-clean" for e in CLEAN],
+    ids=[f"{e.id}-fixed" for e in PAIRS] + [f"{e.id}-clean" for e in CLEAN],
 )
 def test_optimal_kernel_is_at_bound_with_no_finding(corpus, entry, variant):
     findings, bounds = corpus.analysis(entry, variant)
@@ -151,8 +154,7 @@ def test_bug_saving_matches_the_measured_fix(corpus, entry):
 @pytest.mark.parametrize(
     ("entry", "variant"),
     [(e, v) for e in PAIRS for v in ("bug", "fixed")] + [(e, "clean") for e in CLEAN],
-    ids=[f"{e.name}-{v}" for e in PAIRS for v in ("bug", "fixed")]
-    + [f"{e.name}-clean" for e in CLEAN],
+    ids=[f"{e.id}-{v}" for e in PAIRS for v in ("bug", "fixed")] + [f"{e.id}-clean" for e in CLEAN],
 )
 def test_kernel_computes_the_reference_result(corpus, entry, variant):
     # record() runs the scenario's numpy check and raises when the output is wrong.

@@ -6,6 +6,14 @@ module exports either ``PAIR`` (``rule``, ``params``, ``pes``) with
 The bug kernel marks the line its finding must name with ``# expect: RULE``
 and, when that line is inside a helper, the kernel line calling the helper
 with ``# expect-call``.
+
+``PAIR`` and ``CLEAN`` may also give ``sizes``: a list of parameter sets, a
+small one (2 to 8 tiles) first and a large one (32 to 64 tiles) second;
+``params`` stays the default (the large one). ``entries()`` gives one
+``Entry`` per size, labelled ``small`` and ``large`` (a third and later size
+``size2``, ...); a module without ``sizes`` has one size, its ``params``,
+labelled ``default``. Every size of a pair must show its bug, with the same
+marked line and affected PEs.
 """
 
 from __future__ import annotations
@@ -23,8 +31,16 @@ _EXPECT = re.compile(r"#\s*expect:\s*(KB\d{3})\b")
 _CALL = re.compile(r"#\s*expect-call\b")
 
 
+#: Labels of a module's sizes, in the order ``sizes`` lists them.
+SIZE_LABELS = ("small", "large")
+#: Label of the one size of a module that gives no ``sizes``.
+DEFAULT_SIZE = "default"
+
+
 @dataclass
 class Entry:
+    """One corpus module at one of its sizes."""
+
     name: str
     path: Path
     module: ModuleType
@@ -33,10 +49,29 @@ class Entry:
     pes: list[int] = field(default_factory=list)
     line: int | None = None
     call_line: int | None = None
+    #: Which of the module's sizes ``params`` is: "small", "large" or "default".
+    size: str = DEFAULT_SIZE
 
     @property
     def is_pair(self) -> bool:
         return self.rule is not None
+
+    @property
+    def id(self) -> str:
+        """The module's name, with its size when the module gives several."""
+        return self.name if self.size == DEFAULT_SIZE else f"{self.name}-{self.size}"
+
+
+def size_label(i: int) -> str:
+    return SIZE_LABELS[i] if i < len(SIZE_LABELS) else f"size{i}"
+
+
+def sizes(spec: dict) -> list[tuple[str, dict]]:
+    """(label, params) of every size a ``PAIR`` or ``CLEAN`` dict gives."""
+    listed = spec.get("sizes")
+    if not listed:
+        return [(DEFAULT_SIZE, dict(spec.get("params", {})))]
+    return [(size_label(i), dict(p)) for i, p in enumerate(listed)]
 
 
 def markers(path: Path) -> tuple[list[tuple[int, str]], list[int]]:
@@ -74,20 +109,23 @@ def entries() -> list[Entry]:
                     f"{path.name}: needs exactly one '# expect: {pair['rule']}' marker "
                     f"and at most one '# expect-call', found {expects} and {calls}"
                 )
-            out.append(
-                Entry(
-                    path.stem,
-                    path,
-                    module,
-                    rule=pair["rule"],
-                    params=dict(pair.get("params", {})),
-                    pes=list(pair["pes"]),
-                    line=expects[0][0],
-                    call_line=calls[0] if calls else None,
+            for label, params in sizes(pair):
+                out.append(
+                    Entry(
+                        path.stem,
+                        path,
+                        module,
+                        rule=pair["rule"],
+                        params=params,
+                        pes=list(pair["pes"]),
+                        line=expects[0][0],
+                        call_line=calls[0] if calls else None,
+                        size=label,
+                    )
                 )
-            )
         elif hasattr(module, "CLEAN"):
-            out.append(Entry(path.stem, path, module, params=dict(module.CLEAN.get("params", {}))))
+            for label, params in sizes(module.CLEAN):
+                out.append(Entry(path.stem, path, module, params=params, size=label))
     return out
 
 
@@ -98,7 +136,7 @@ def record(entry: Entry, variant: str, directory: Path):
     """
     launch = getattr(entry.module, "launch" if variant == "clean" else f"launch_{variant}")
     scenario = launch(**entry.params)
-    trace = directory / f"{entry.name}.{variant}.kbt"
+    trace = directory / f"{entry.id}.{variant}.kbt"
     result = scenario.run(trace=trace)
     if scenario.check is not None:
         scenario.check(scenario.memory)
