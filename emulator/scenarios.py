@@ -29,9 +29,15 @@ class Scenario:
     #: ``check(memory)`` raises AssertionError when the kernel's output is wrong.
     check: Callable[[Memory], None] | None = None
     description: str = ""
+    #: The file the launch comes from: its trace's source paths are relative to that
+    #: file's root (see emulator.kernel.source.launch_root). None: the kernel's file.
+    #: ``kbdebug run FILE.py:FUNCTION`` sets it to FILE.py.
+    launch_file: str | None = None
 
     def run(self, **kwargs: Any) -> RunResult:
         """Run the launch (keyword arguments go to run_kernel)."""
+        if self.launch_file is not None:
+            kwargs.setdefault("launch_file", self.launch_file)
         return run_kernel(self.kernel, self.args, self.grid, self.memory, self.config, **kwargs)
 
 

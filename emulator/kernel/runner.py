@@ -20,7 +20,7 @@ from emulator.config import HardwareConfig
 from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.hardware.mesh import Mesh
 from emulator.kernel.futures import RecvFuture
-from emulator.kernel.source import LocationCache, is_kernel_code
+from emulator.kernel.source import LocationCache, is_kernel_code, launch_root
 from emulator.kernel.tl import TL
 from emulator.memory import Memory
 from emulator.recorder import (
@@ -93,7 +93,14 @@ class _Start:
 class Launch:
     """The state one launch shares across its programs: clock, hardware, ids, op log."""
 
-    def __init__(self, config: HardwareConfig, memory: Memory, recorder: Recorder, grid):
+    def __init__(
+        self,
+        config: HardwareConfig,
+        memory: Memory,
+        recorder: Recorder,
+        grid,
+        root: Path | None = None,
+    ):
         self.config = config
         self.memory = memory
         self.recorder = recorder
@@ -103,7 +110,8 @@ class Launch:
         self.emit_compound = compound_emitter(recorder)
         self.grid = grid
         self.env = simpy.Environment()
-        self.locations = LocationCache(recorder.add_source)
+        #: Source paths in the trace are relative to ``root`` (see source.launch_root).
+        self.locations = LocationCache(recorder.add_source, root)
         self.mesh = Mesh(self.env, recorder, config, memory)
         self.op_log: list[OpRecord] = []
         #: Set once every program has started and the SimPy loop runs.
@@ -144,12 +152,15 @@ def run_kernel(
     recorder: Recorder | None = None,
     trace: str | Path | None = None,
     keep_events: bool = False,
+    launch_file: str | Path | None = None,
 ) -> RunResult:
     """Run ``kernel(tl, *args)`` once per program of ``grid``, program i on PE i.
 
     ``trace`` writes a .kbt file (complete with its footer even when the run
     fails, status "interrupted" on KeyboardInterrupt); ``recorder`` receives
-    every event too; ``keep_events`` puts them in the result. Raises KernelError
+    every event too; ``keep_events`` puts them in the result. Source paths in the
+    trace are relative to the root of ``launch_file`` (default: the kernel function's
+    file; see ``source.launch_root``), never to the working directory. Raises KernelError
     when kernel code raises, DeadlockError when kernels wait on what can never
     come, and the EmulatorError subclass of any command the hardware refuses.
     """
@@ -181,7 +192,11 @@ def run_kernel(
         else TeeRecorder(*recorders)
     )
 
-    launch = Launch(config, memory, rec, grid)
+    if launch_file is None:
+        launch_file = getattr(
+            getattr(inspect.unwrap(kernel), "__code__", None), "co_filename", None
+        )
+    launch = Launch(config, memory, rec, grid, launch_root(launch_file))
     rec.begin(_header(launch, kernel, args))
     try:
         pe_end_times = _drive(launch, kernel, tuple(args))

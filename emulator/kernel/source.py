@@ -1,9 +1,11 @@
-"""Source locations of tl calls: the first frame outside the emulator, path made relative."""
+"""Source locations of tl calls: the first frame outside the emulator, its path relative to
+the launch's root (see launch_root), so a trace names files alike from any working directory."""
 
 from __future__ import annotations
 
 import inspect
 import linecache
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,27 +21,75 @@ _INTERNAL = {
 #: Code flags of functions whose frame can be suspended and resumed from another place.
 _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _getframe = sys._getframe
-#: The project root: paths inside it are stored relative to it.
+#: kbdebug's own root: its files (the built-in kernels) are stored relative to it when
+#: they are outside the launch's root.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: What marks a folder as a project's root (see launch_root).
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
-def relative_path(filename: str) -> str:
-    """A path that does not depend on where the checkout lives.
+def launch_root(launch_file: str | os.PathLike[str] | None) -> Path | None:
+    """The folder a launch's source paths are relative to, whatever the working directory.
 
-    Files inside the project are relative to its root, files under the working
-    directory relative to it, anything else by its base name.
+    ``launch_file`` is the file the launch comes from (``FILE.py`` of ``kbdebug run
+    FILE.py:FUNCTION``, or the kernel function's file). Its root is the nearest folder
+    at or above it holding one of ``ROOT_MARKERS``, else the file's own folder. None
+    for a file that is not one (``<string>``, ``<stdin>``) or None.
     """
+    if launch_file is None:
+        return None
+    name = os.fspath(launch_file)
+    if not name or name.startswith("<"):
+        return None
+    try:
+        folder = Path(name).resolve().parent
+        for candidate in (folder, *folder.parents):
+            if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+                return candidate
+    except OSError:
+        return None
+    return folder
+
+
+def relative_path(filename: str, root: Path | None = None) -> str:
+    """A path that depends neither on where the project lives nor on the working directory.
+
+    Files inside ``root`` (see launch_root) are relative to it, kbdebug's own files
+    relative to its root, anything else by its base name. A name like ``<string>``
+    stays as it is.
+    """
+    if filename.startswith("<"):
+        return filename
     path = Path(filename)
     try:
         path = path.resolve()
     except OSError:
         return path.name
-    for root in (PROJECT_ROOT, Path.cwd()):
-        try:
-            return path.relative_to(root).as_posix()
-        except ValueError:
-            continue
+    for base in (root, PROJECT_ROOT):
+        if base is not None and path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
     return path.name
+
+
+def _resolved(filename: str) -> str:
+    try:
+        return str(Path(filename).resolve()) if not filename.startswith("<") else filename
+    except OSError:
+        return filename
+
+
+def _distinct(filename: str, taken: dict[str, str]) -> str | None:
+    """A trace name for ``filename`` not in ``taken`` (name -> resolved file) when its
+    usual one is another file's: the shortest tail of its path that is free."""
+    try:
+        parts = Path(filename).resolve().parts
+    except OSError:
+        parts = Path(filename).parts
+    for k in range(2, len(parts)):
+        name = "/".join(parts[-k:])
+        if name not in taken:
+            return name
+    return None
 
 
 class LocationCache:
@@ -56,7 +106,7 @@ class LocationCache:
     once per call site.
     """
 
-    def __init__(self, on_new_file: Callable[[str, str], None]):
+    def __init__(self, on_new_file: Callable[[str, str], None], root: Path | None = None):
         # (id(code), line) -> loc: one loc per line, whichever call on it asked first.
         self._locs: dict[tuple[int, int], SourceLoc] = {}
         # Offset of a call in the kernel function -> its loc.
@@ -65,7 +115,11 @@ class LocationCache:
         self._outside: dict[tuple[int, int], SourceLoc] = {}
         # Every code object whose id is in a key, by id.
         self._codes: dict[int, CodeType] = {}
+        # co_filename -> its name in the trace; that name -> the file it names (resolved).
         self._files: dict[str, str] = {}
+        self._names: dict[str, str] = {}
+        #: The launch's root (see launch_root): trace names are relative to it.
+        self.root = root
         self._on_new_file = on_new_file
         self._kernel_code: CodeType | None = None
         # (id(helper code), kernel offset) -> {helper offset: loc with its caller}.
@@ -165,7 +219,14 @@ class LocationCache:
     def file(self, filename: str) -> str:
         rel = self._files.get(filename)
         if rel is None:
-            rel = relative_path(filename)
+            rel = relative_path(filename, self.root)
+            resolved = _resolved(filename)
+            if self._names.setdefault(rel, resolved) != resolved:
+                # Another file has this name (two helpers.py outside the root): this one
+                # gets the shortest tail of its path that is free, so neither is mistaken
+                # for the other and the names stay the same from any working directory.
+                rel = _distinct(filename, self._names) or rel
+                self._names.setdefault(rel, resolved)
             self._files[filename] = rel
             self._on_new_file(rel, "".join(linecache.getlines(filename)))
         return rel
