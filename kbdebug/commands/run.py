@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import functools
 import importlib.util
 import inspect
 import signal
@@ -390,7 +391,22 @@ def _builder(spec: str):
         functions = scenario_functions(path)
         there = f" (functions there: {listed(functions)})" if functions else ""
         raise UserError(f"{path} has no function {func!r}{there}")
-    return builder, path.stem + "." + func
+    return _launched_from(builder, path.resolve()), path.stem + "." + func
+
+
+def _launched_from(builder, path: Path):
+    """``builder``, whose Scenarios say they come from ``path`` (FILE.py): their traces'
+    source paths are then relative to its root, whatever the working directory (see
+    Scenario.launch_file). Its signature is the builder's (``inspect`` follows the wrap)."""
+
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        scenario = builder(*args, **kwargs)
+        if isinstance(scenario, Scenario) and scenario.launch_file is None:
+            scenario.launch_file = str(path)
+        return scenario
+
+    return build
 
 
 def _unknown_scenario(spec: str) -> str:
