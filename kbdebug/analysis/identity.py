@@ -5,7 +5,10 @@ every edit above them. The identity of a call is instead::
 
     FILE::FUNCTION::TEXT#ORDINAL
 
-``FILE`` is the path the trace records, ``FUNCTION`` the enclosing function,
+``FILE`` is the path the trace records (relative to the launch's root, the nearest
+folder above the launch file with a project marker, so the same from any working
+directory; see traces/FORMAT.md, *Sources*; an older trace's path is taken as it
+recorded it), ``FUNCTION`` the enclosing function,
 ``TEXT`` the call as written with whitespace, comments and line breaks removed
 (``tl.wait(kf)``, ``tl.load_async(k_ptr+j*K,(64,128),"f16")``; one space stays
 between two words, ``return x``; quotes are made double so a selector fits in single
