@@ -97,6 +97,38 @@ def test_single_load_async_requests_after_issue_and_completes_after_latency():
     assert result.metrics["stall_cycles"] == 116
 
 
+def test_a_load_without_latency_is_waited_until_its_transfer_ends():
+    # With hbm_latency 0 the channel's release is the load's completion: tl.wait must
+    # still block until then (it used to take the data at once, the kernel ending
+    # before its load had landed).
+    mem = Memory(1 << 16)
+    ptr, data = tile(mem, 0)
+    got = []
+
+    def kernel(tl, p):
+        x = tl.wait(tl.load_async(p, (16, 32), "f16"))
+        got.append(x.data.copy())
+
+    config = HardwareConfig(
+        hbm_bytes_per_cycle=64, hbm_latency=0, issue_cycles=4, scratch_bytes=1 << 16
+    )
+    result, rec = run(kernel, ptr, memory=mem, config=config)
+    assert kernel_log(rec) == [
+        ("ISSUE", 0, "load_async"),
+        ("WAIT_BEGIN", 4, 0),
+        ("WAIT_END", 20, 0, 16),
+        ("KERNEL_END", 20),
+    ]
+    assert channel_log(rec, "pe0.dma_read0") == [
+        ("CHAN_REQUEST", 4, 0),
+        ("CHAN_GRANT", 4, 0),
+        ("CHAN_RELEASE", 20, 0),
+        ("COMPLETE", 20, 0),
+    ]
+    assert result.end_time == 20
+    np.testing.assert_array_equal(got[0], data)
+
+
 def test_two_loads_on_one_read_channel_queue_for_it_and_overlap_their_latencies():
     mem = Memory(1 << 16)
     p0, _ = tile(mem, 0)
