@@ -33,8 +33,9 @@ def launch_root(launch_file: str | os.PathLike[str] | None) -> Path | None:
 
     ``launch_file`` is the file the launch comes from (``FILE.py`` of ``kbdebug run
     FILE.py:FUNCTION``, or the kernel function's file). Its root is the nearest folder
-    at or above it holding one of ``ROOT_MARKERS``, else the file's own folder. None
-    for a file that is not one (``<string>``, ``<stdin>``) or None.
+    at or above it holding one of ``ROOT_MARKERS`` or being kbdebug's own root (a copy
+    of the checkout, or an installed one, has no marker there), else the file's own
+    folder. None for a file that is not one (``<string>``, ``<stdin>``) or None.
     """
     if launch_file is None:
         return None
@@ -44,7 +45,9 @@ def launch_root(launch_file: str | os.PathLike[str] | None) -> Path | None:
     try:
         folder = Path(name).resolve().parent
         for candidate in (folder, *folder.parents):
-            if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+            if candidate == PROJECT_ROOT or any(
+                (candidate / marker).exists() for marker in ROOT_MARKERS
+            ):
                 return candidate
     except OSError:
         return None
