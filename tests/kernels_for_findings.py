@@ -101,13 +101,42 @@ def waits_out_of_order(tl, a_ptr, b_ptr, out_ptr, n):
     q = tl.zeros(SMALL, "f16")
     for j in range(n):
         with tl.scope():
-            fa = tl.load_async(a_ptr + j * TILE_BYTES, TILE, "f16")
-            fb = tl.load_async(b_ptr + j * TILE_BYTES, TILE, "f16")
+            fa = tl.load_async(a_ptr + j * TILE_BYTES, TILE, "f16")  # mark: a
+            fb = tl.load_async(b_ptr + j * TILE_BYTES, TILE, "f16")  # mark: b
             tl.dot(q, tl.trans(q))
             b = tl.wait(fb)  # mark: wait b
             a = tl.wait(fa)
             tl.exp(a)
             tl.exp(b)
+
+
+def wait_before_independent_work(tl, a_ptr, b_ptr, out_ptr, n):
+    """KB104: a prefetched tile is waited before a dot that does not need it; its first
+    use comes after the dot."""
+    q = tl.zeros(SMALL, "f16")
+    future = tl.load_async(a_ptr, TILE, "f16")
+    for j in range(n):
+        with tl.scope():
+            x = tl.wait(future)  # mark: wait
+            if j + 1 < n:
+                future = tl.load_async(a_ptr + (j + 1) * TILE_BYTES, TILE, "f16")
+            tl.dot(q, tl.trans(q))
+            tl.dot(q, tl.trans(q))
+            tl.exp(x)
+
+
+def wait_at_first_use(tl, a_ptr, b_ptr, out_ptr, n):
+    """No KB104: the same kernel with each wait right before the tile's first use."""
+    q = tl.zeros(SMALL, "f16")
+    future = tl.load_async(a_ptr, TILE, "f16")
+    for j in range(n):
+        with tl.scope():
+            current = future
+            if j + 1 < n:
+                future = tl.load_async(a_ptr + (j + 1) * TILE_BYTES, TILE, "f16")
+            tl.dot(q, tl.trans(q))
+            tl.dot(q, tl.trans(q))
+            tl.exp(tl.wait(current))
 
 
 def waits_in_order(tl, a_ptr, b_ptr, out_ptr, n):

@@ -12,11 +12,12 @@ RULES = {
     "KB101": "blocking-load",
     "KB102": "wait-right-after-issue",
     "KB103": "queued-behind",
-    "KB104": "out-of-order-wait",
+    "KB104": "wait-before-use",
     "KB106": "below-bound",
     "KB107": "prefetch-too-shallow",
     "KB108": "store-waited-early",
     "KB109": "recv-waited-before-work",
+    "KB110": "composite-restarted",
 }
 #: Work between a load's issue and its wait below this share of transfer + latency is
 #: none (KB102 says "with no work in between").
@@ -46,10 +47,15 @@ class Finding:
     message: str
     #: One line saying what to change.
     suggestion: str
-    #: Estimated cycles the PE's kernel saves when this is fixed.
+    #: Estimated cycles the launch's end moves earlier when this is fixed (the same line's
+    #: finding fixed on every PE that has it), re-timed on the whole mesh.
     saving: int = 0
     #: ``saving`` as a share of the PE's kernel time (0..1).
     share: float = 0.0
+    #: Estimated cycles this PE's own kernel saves when this is fixed.
+    pe_saving: int = 0
+    #: Other lines the same fix changes (loads issued together, both late).
+    also: tuple[SourceLoc, ...] = ()
     #: Occurrences aggregated into this finding (loads, waits; 1 for KB106).
     count: int = 1
     #: Stalled cycles of the waits involved (0 where the rule is not about waits).

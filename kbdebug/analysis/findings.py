@@ -1,12 +1,17 @@
 """Findings: the line that serialised a pipeline, and what fixing it is worth.
 
-Every finding rests on the critical-path model (:mod:`kbdebug.analysis.model`).
-A rule first spots a pattern in a PE's program (a load waited right after its
-issue, a wait on a store, ...); then the model re-times the PE's kernel with
-the fix applied (the issue moved up, the wait moved or dropped) and the
-difference is the finding's **estimated saving**. A finding is reported only
-when that saving reaches ``MIN_SHARE`` of its PE's kernel time, so a kernel at
-its achievable bound gets none.
+Every finding is an edit of the launch's dataflow graph
+(:mod:`kbdebug.analysis.model`): a rule spots a pattern in a PE's program (a
+load waited right after its issue, a wait long before the value's first use,
+...), the edit is its fix (the issue moved up, the wait moved to the first use
+or dropped, composite calls merged), and :mod:`kbdebug.analysis.retime`
+re-times the whole mesh with it. The **saving** is the launch's end-cycle gain
+with the same line fixed on every PE that has the finding (``pe_saving``: this
+PE's own gain). A finding is reported only when its saving reaches
+``MIN_SHARE`` of its PE's kernel time, so a kernel at its bound gets none, and
+since the bound is a lower bound of every edit, no saving exceeds achieved
+minus bound. Fixes that only pay together (the A and B tiles of one GEMM step,
+both late) are one finding naming both lines, with their joint saving.
 
 Each stalled wait's avoidable stall (beyond the earliest arrival the model
 allows) is charged to one cause, in this order: KB104 (the wait), KB103 (the
@@ -14,7 +19,8 @@ issue order), KB101/KB102/KB107 (the load's placement), KB108, KB109; what no
 rule explains is KB106's.
 
 What a finding holds, and its ids, are in :mod:`kbdebug.analysis.finding`; its words
-(message and suggestion) in :mod:`kbdebug.analysis.wording`.
+(message and suggestion) in :mod:`kbdebug.analysis.wording`; the edits of waits,
+stores and composites in :mod:`kbdebug.analysis.wait_edits`.
 
 KB101 blocking-load
     A blocking ``tl.load`` whose transfer could run under the work before its
@@ -27,24 +33,26 @@ KB102 wait-right-after-issue
 KB103 queued-behind
     A load that queued on its read channel behind loads needed later (issue
     order differs from wait order): re-timed with its issue moved above theirs.
-KB104 out-of-order-wait
-    A wait on a newer future while an older one of the same PE is pending:
-    re-timed with the waits taking the futures in issue order. Keyed by the wait.
+KB104 wait-before-use
+    A wait on a load placed before work that does not need its value: re-timed
+    with the wait at the value's first use. Keyed by the wait.
 KB106 below-bound
     A PE whose kernel took longer than ``1 / EFFICIENCY_THRESHOLD`` times its
     critical-path bound when the other findings do not explain the gap. Keyed by
     the kernel's ``def`` line; the saving is the unexplained gap (an upper estimate).
 KB107 prefetch-too-shallow
-    A prefetched load (work between issue and wait) that still stalls because
-    one iteration's work is shorter than transfer + latency: re-timed issued
-    ``ceil((transfer + latency) / work per iteration)`` tiles ahead.
+    A prefetched load (work between issue and wait) that still stalls: re-timed
+    issued deeper, at the depth the re-timing finds (within scratch).
 KB108 store-waited-early
-    A ``tl.wait`` on a store's or send's handle that stalled while nothing after
-    it reads the stored bytes (no later load overlaps them: then it would be a
-    needed fence): re-timed without the wait (the kernel's end drains it).
+    A ``tl.wait`` on a store or send that stalled long before anything needs it:
+    dropped when nothing reads the bytes back, moved right before the load that
+    reads them back otherwise (a fence already in place is never flagged).
 KB109 recv-waited-before-work
-    A ``recv_async`` posted and waited with no work between, followed by work
-    before the next wait: re-timed with the wait after that work.
+    A receive waited before work that does not need the message: re-timed with
+    the wait at the message's first use.
+KB110 composite-restarted
+    Consecutive ``tl.composite`` calls over the same B, each continuing the
+    previous one's rows: re-timed as one call over all the rows.
 """
 
 from __future__ import annotations
@@ -66,9 +74,9 @@ from kbdebug.analysis.finding import (
     matches,
 )
 from kbdebug.analysis.model import (
-    BARRIER,
     COMPUTE,
     LOAD,
+    NEVER,
     OPAQUE,
     RECV,
     SEND,
@@ -79,6 +87,7 @@ from kbdebug.analysis.model import (
     _ints,
     model_of,
 )
+from kbdebug.analysis.retime import simulate_launch
 from kbdebug.analysis.wording import words
 from kbdebug.replay.index import NONE
 from kbdebug.replay.summary import event_times
@@ -93,11 +102,13 @@ MAX_AHEAD = 16
 MAX_OCCURRENCE_EVENTS = 50
 #: Loads ahead in a channel's queue examined per queued load (KB103).
 QUEUE_LOOKBACK = 32
+#: Stream fixes whose gains alone add up to less than this share of their joint gain
+#: only pay together: one finding naming every line.
+JOINT_SHARE = 0.8
 
-# Groups that gain nothing alone tried together at most (each costs a re-timing).
-_MAX_JOINT_TRIALS = 8
 # Charge order of a wait's avoidable stall when several rules touch it.
-_PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109")
+_PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109", "KB110")
+_STREAM_RULES = ("KB101", "KB102", "KB107")
 
 # What a finding is (kbdebug.analysis.finding) stays importable from here.
 __all__ = [
@@ -119,9 +130,20 @@ __all__ = [
 def find_all(replay) -> list[Finding]:
     """Every finding in the trace, ordered by first event."""
     model = model_of(replay)
+    diagnoses = [_Diagnosis(model, prog) for prog in model.programs.values()]
+    # One line's fix changes every PE that runs it: the launch's gain is re-timed with
+    # the fix applied on each PE that has the finding.
+    by_line: dict[tuple[str, int], list[tuple[_Diagnosis, _Group]]] = defaultdict(list)
+    for d in diagnoses:
+        for g, _ in d.groups():
+            by_line[(g.rule, g.loc_id)].append((d, g))
+    launch_gain = {
+        key: _launch_gain(model, {d.prog.pe: d.edit(g) for d, g in items})
+        for key, items in by_line.items()
+    }
     findings: list[Finding] = []
-    for prog in model.programs.values():
-        findings.extend(_Diagnosis(model, prog).findings())
+    for d in diagnoses:
+        findings.extend(d.findings(launch_gain))
     findings.sort(key=lambda f: (f.events[0] if f.events else f.start, f.id))
     return findings
 
@@ -136,6 +158,20 @@ def wait_causes(replay) -> list[WaitCause]:
     return out
 
 
+def _launch_end(model: Model, lengths: dict[int, int]) -> int:
+    return max(
+        (min(p.start + lengths.get(pe, p.achieved), NEVER) for pe, p in model.programs.items()),
+        default=0,
+    )
+
+
+def _launch_gain(model: Model, edits: dict) -> int:
+    """Cycles the launch's end moves earlier with ``edits`` (per PE) applied together."""
+    base = model.recorded
+    lengths, _ = simulate_launch(model, edits, base)
+    return _launch_end(model, base) - _launch_end(model, lengths)
+
+
 # --- one PE ---------------------------------------------------------------------------
 
 
@@ -145,14 +181,18 @@ class _Group:
 
     rule: str
     loc_id: int
-    #: Commands whose waits it covers (loads, stores, receives).
+    #: Commands whose waits it covers (loads, stores, receives; composites for KB110).
     cmds: list[int]
-    #: The fix: steps moved to new sort keys, steps dropped, waits re-pointed (step -> cmd).
+    #: The fix: steps moved to new sort keys, steps dropped, waits re-pointed (step -> cmd),
+    #: steps' cycles replaced (step -> cycles).
     moves: dict[int, float]
     drops: frozenset[int] = frozenset()
     repoint: dict[int, int] | None = None
+    cycles: dict[int, int] | None = None
     #: Rule-specific figures for the message.
     info: dict | None = None
+    #: Other lines this one fix changes (their loc ids).
+    also: tuple[int, ...] = ()
 
 
 class _Diagnosis:
@@ -190,23 +230,11 @@ class _Diagnosis:
         self.wait_step: dict[int, int] = dict(
             zip(waited[first].tolist(), waits[first].tolist(), strict=True)
         )
-        # Per step: the last barrier before it, a host read or a wait on a store or send
-        # issued before that wait (a fence: later loads may read what it wrote).
-        barrier = step_kinds == BARRIER
-        if len(issues) and len(waits):
-            # The latest issue of each waited command before its wait, by one search over
-            # (command, step) keys.
-            span = n + 1
-            keys = np.sort(step_cmds[issues] * span + issues)
-            at = np.searchsorted(keys, waited * span + waits) - 1
-            found = keys[np.maximum(at, 0)]
-            issued = (at >= 0) & (found // span == waited)
-            fence = issued & np.isin(step_kinds[found % span], (STORE, SEND))
-            barrier[waits[fence]] = True
-        last = np.maximum.accumulate(np.where(barrier, np.arange(n), -1)) if n else barrier
-        self.barrier_before = _ints(np.append(-1, last[:-1]) if n else last)
-        self.recorded = prog.recorded_time
-        self.bound = prog.bound_cycles
+        # Per step: the last step no issue may move above (host reads, receive waits and,
+        # for a load, the waits of stores it reads back).
+        self.barrier_before = prog.floor
+        self.bound = model.bound_lengths[prog.pe]
+        self.recorded = model.recorded[prog.pe]
         t_end = event_times(index, index.futures.wait_end)
         fut_of = cmds.future
         self.stall: dict[int, int] = {}
@@ -224,11 +252,12 @@ class _Diagnosis:
 
     # --- shared -------------------------------------------------------------------
 
-    def gain(self, *groups: _Group) -> int:
-        """Cycles the kernel saves with the fixes of ``groups`` applied together."""
+    def edit(self, *groups: _Group):
+        """The fix of ``groups`` together: (order of steps, commands, cycles)."""
         pos = np.arange(self.n, dtype=np.float64)
         drops: set[int] = set()
         cmds = None
+        cycles = None
         for g in groups:
             for s, key in g.moves.items():
                 pos[s] = key
@@ -237,10 +266,23 @@ class _Diagnosis:
                 cmds = list(self.prog.cmd) if cmds is None else cmds
                 for s, c in g.repoint.items():
                     cmds[s] = c
+            if g.cycles:
+                if cycles is None:
+                    cycles = np.frombuffer(self.prog.cycles, dtype=np.int64).copy()
+                for s, value in g.cycles.items():
+                    cycles[s] = value
         order = np.argsort(pos, kind="stable")
         if drops:
             order = order[~np.isin(order, np.fromiter(drops, dtype=np.int64, count=len(drops)))]
-        return self.recorded - self.prog.simulate(order, cmds)
+        return order, cmds, None if cycles is None else _ints(cycles)
+
+    def gain(self, *groups: _Group) -> int:
+        """Cycles this PE's kernel saves with the fixes of ``groups`` applied together."""
+        if not groups:
+            return 0
+        pe = self.prog.pe
+        lengths, _ = simulate_launch(self.model, {pe: self.edit(*groups)}, self.model.recorded)
+        return self.recorded - min(lengths[pe], NEVER)
 
     def floor(self) -> int:
         return max(1, math.ceil(MIN_SHARE * max(self.prog.achieved, 1)))
@@ -264,19 +306,22 @@ class _Diagnosis:
             streams[(int(self.loc[c]), waited_at)].append(c)
         return streams
 
-    def _ahead_moves(self, stream: list[int], ahead: int) -> dict[int, float]:
+    def _ahead_moves(self, stream: list[int], ahead: int, late: bool = True) -> dict[int, float]:
         """Moves that issue each load of ``stream`` issued ``ahead`` tiles before its wait:
         right after the wait of the load ``ahead`` places earlier in the stream (the
-        first ones where the stream's first load is), never above a host read before it,
-        never later than it was."""
+        first ones where the stream's first load is, or, for a stream issued late, as
+        early as they can), never above a host read before it, never later than it was."""
         keys: dict[int, float] = {}
+        primed = (self.barrier_before[self.issue_step[stream[0]]] if late else -1) + 0.5
         for i, c in enumerate(stream):
             s = self.issue_step[c]
             if i >= ahead:
                 anchor = self.wait_step.get(stream[i - ahead], self.issue_step[stream[i - ahead]])
                 key = anchor + 0.5
-            else:
-                key = self.barrier_before[s] + 0.5
+            elif late:
+                key = primed
+            else:  # primed where the stream's first load is issued
+                key = self.issue_step[stream[0]] - 0.5
             key = max(key, self.barrier_before[s] + 0.5)
             if key < s:
                 keys[s] = key + i * 1e-6
@@ -302,17 +347,31 @@ class _Diagnosis:
         gaps = np.diff(self.work[np.array(waits)])
         return int(np.median(gaps))
 
+    def _depth_cap(self, streams: list[list[int]]) -> int:
+        """The deepest prefetch the PE's scratch holds: the recorded peak plus one more
+        tile of every stream per extra tile ahead must fit its capacity."""
+        hw = self.prog.hw
+        nbytes = self.index.commands.nbytes
+        per_tile = sum(int(nbytes[s[0]]) for s in streams if s) or 1
+        extra = max(0, hw.scratch_bytes - self.prog.scratch_peak) // per_tile
+        return max(1, min(MAX_AHEAD, 1 + int(extra)))
+
     def stream_groups(self, taken: set[int]) -> list[_Group]:
         """KB101, KB102, KB107: loads whose waits stall for want of an earlier issue.
 
         The streams are re-timed together (two loads of one tile only pay when both
-        move), each either one tile ahead or as many as its latency needs.
+        move), each one tile ahead, or deeper at the depth whose re-timing gains most.
         """
         lat = self.prog.hw.hbm_latency
         found = []
-        for (loc_id, _), stream in self._streams().items():
+        streams = self._streams()
+        # Streams that stall, and those issued beside them: a load whose wait never stalls
+        # may only be hiding behind another's (two loads of one step, both late).
+        if not any(self.avoidable.get(c, 0) > 0 for st in streams.values() for c in st):
+            return []
+        for (loc_id, _), stream in streams.items():
             waited = [c for c in stream if c in self.stall and c not in taken]
-            if not any(self.avoidable.get(c, 0) > 0 for c in waited):
+            if not waited:
                 continue
             chosen = set(waited)
             transfer = int(np.median([self.prog.transfer[c] for c in stream]))
@@ -329,35 +388,36 @@ class _Diagnosis:
                 )
             )
             late = movable >= IMMEDIATE_MAX_WORK * (transfer + lat)
-            needed = (
-                min(MAX_AHEAD, max(1, math.ceil((transfer + lat) / per_iter)))
-                if per_iter > 0
-                else 1
-            )
             rule = "KB101" if self.blocking[stream[0]] else "KB102" if late else "KB107"
             info = {
                 "transfer": transfer,
                 "work": per_iter,
-                "needed": needed,
                 "between": int(np.median(between)),
                 "movable": int(movable),
             }
             found.append((loc_id, stream, waited, rule, info))
         if not found:
             return []
-        best, best_gain = None, -1
-        for deep in (False, True):
+        cap = self._depth_cap([stream for _, stream, _, _, _ in found])
+        # Depths to re-time: one tile, what latency over work suggests, and around it.
+        guesses = {1, 2, cap}
+        for _, _, _, _, info in found:
+            if info["work"] > 0:
+                need = math.ceil((info["transfer"] + lat) / info["work"])
+                guesses.update({need, need + 1, max(1, need - 1)})
+        depths = sorted(d for d in guesses if 1 <= d <= cap)
+        trials = []
+        for ahead in depths:
             groups = []
             for loc_id, stream, waited, rule, info in found:
-                ahead = info["needed"] if deep else 1
-                moves = self._ahead_moves(stream, ahead)
+                moves = self._ahead_moves(stream, ahead, rule != "KB107")
                 groups.append(_Group(rule, loc_id, waited, moves, info={**info, "ahead": ahead}))
-            g = self.gain(*groups)
-            if g > best_gain * 1.02:
-                best, best_gain = groups, g
-        # When moving the issues earlier only loses time (every gain below -1), there is
-        # nothing to suggest.
-        return best or []
+            trials.append((self.gain(*groups), groups))
+        # The shallowest depth that gains (almost) the most: each tile ahead holds scratch.
+        top = max(gain for gain, _ in trials)
+        if top <= 0:  # moving the issues earlier only loses time: nothing to suggest
+            return []
+        return next(groups for gain, groups in trials if gain >= 0.95 * top)
 
     def queued_groups(self) -> list[_Group]:
         """KB103: loads that queued behind later-needed loads on their read channel."""
@@ -417,201 +477,127 @@ class _Diagnosis:
             out.append(_Group("KB103", loc_id, group, keys, info=info))
         return out
 
-    def out_of_order_groups(self) -> list[_Group]:
-        """KB104: waits on a newer future while an older one is pending."""
-        data = [
-            c
-            for k, c in zip(self.prog.kind, self.prog.cmd, strict=True)
-            if k in (LOAD, RECV) and not self.blocking[c]
-        ]
-        wait_of = {c: self.wait_step.get(c, 1 << 60) for c in data}
-        hits: dict[int, list[tuple[int, list[int]]]] = defaultdict(list)
-        pending_until = 0
-        older: list[int] = []
-        for c in data:
-            w = wait_of[c]
-            if w < (1 << 60) and self.stall.get(c, 0) > 0 and pending_until > w:
-                behind = [g for g in older if wait_of[g] > w]
-                waited = [wait_of[g] for g in behind if wait_of[g] < (1 << 60)]
-                # Work between this wait and the older one's means the newer data was needed
-                # first: the issue order is wrong (KB103), not the wait.
-                same_line = any(self.loc[g] == self.loc[c] for g in behind)
-                used_first = not waited or (
-                    self.compute_steps[min(waited)] > self.compute_steps[w + 1]
-                )
-                if not waited or (used_first and not same_line):
-                    pending_until = max(pending_until, w)
-                    older.append(c)
-                    continue
-                wait_loc = int(self.index.futures.wait_loc[self.index.commands.future[c]])
-                hits[wait_loc].append((c, behind))
-            pending_until = max(pending_until, w)
-            older.append(c)
-        out = []
-        kinds = self.prog.kind
-        for loc_id, items in hits.items():
-            moves: dict[int, float] = {}
-            involved: set[int] = set()
-            for c, behind in items:
-                w = wait_of[c]
-                waited = [g for g in behind if wait_of[g] < (1 << 60)]
-                involved.add(c)
-                involved.update(waited)
-                # Newer data not used before the older wait: the wait belongs after the
-                # work that follows the older one (taken to use the older data).
-                s = min(wait_of[g] for g in waited) + 1
-                while s < self.n and kinds[s] not in (COMPUTE, OPAQUE, WAIT, BARRIER):
-                    s += 1
-                if s < self.n and kinds[s] in (COMPUTE, OPAQUE):
-                    moves[w] = s + 0.5
-            # Futures of one issue line waited in the wrong order: each wait takes the
-            # oldest pending one instead.
-            positions = sorted(wait_of[c] for c in involved)
-            futures = sorted(involved, key=lambda c: self.issue_step[c])
-            repoint = dict(zip(positions, futures, strict=True))
-            pending = items[0][1][0] if items[0][1] else items[0][0]
-            group = [c for c, _ in items]
-            candidates = [
-                _Group("KB104", loc_id, group, moves, info={"pending": pending}),
-                _Group("KB104", loc_id, group, {}, repoint=repoint, info={"pending": pending}),
-            ]
-            out.append(max(candidates, key=lambda g: self.gain(g)))
-        return out
-
-    def early_completion_groups(self) -> list[_Group]:
-        """KB108: waits on stores and sends that nothing later depends on."""
-        cmds = self.index.commands
-        loads = self.loads()
-        by_loc: dict[int, list[int]] = defaultdict(list)
-        for c, s in self.wait_step.items():
-            k = self.prog.kind[self.issue_step.get(c, s)]
-            if k not in (STORE, SEND) or self.stall.get(c, 0) <= 0:
-                continue
-            if k == STORE:
-                lo, hi = int(cmds.addr[c]), int(cmds.addr[c] + cmds.nbytes[c])
-                fence = any(
-                    self.issue_step[x] > s
-                    and int(cmds.addr[x]) < hi
-                    and int(cmds.addr[x] + cmds.nbytes[x]) > lo
-                    for x in loads
-                )
-                if fence:
-                    continue
-            wait_loc = int(self.index.futures.wait_loc[cmds.future[c]])
-            by_loc[wait_loc].append(c)
-        out = []
-        for loc_id, group in by_loc.items():
-            dropped = frozenset(self.wait_step[c] for c in group)
-            kind = "send" if self.prog.kind[self.issue_step[group[0]]] == SEND else "store"
-            out.append(_Group("KB108", loc_id, group, {}, dropped, info={"kind": kind}))
-        return out
-
-    def early_receive_groups(self) -> list[_Group]:
-        """KB109: receives waited right after they were posted, work following the wait."""
-        cmds = self.index.commands
-        kinds = self.prog.kind
-        by_loc: dict[int, list[int]] = defaultdict(list)
-        later: dict[int, int] = {}
-        for c, s in self.wait_step.items():
-            post = self.issue_step.get(c)
-            if post is None or kinds[post] != RECV or self.stall.get(c, 0) <= 0:
-                continue
-            if self.compute_steps[s] - self.compute_steps[post + 1] > 0:
-                continue
-            nxt = s + 1
-            while nxt < self.n and kinds[nxt] not in (WAIT, BARRIER):
-                nxt += 1
-            if self.compute_steps[nxt] - self.compute_steps[s + 1] <= 0:
-                continue
-            later[s] = nxt
-            by_loc[int(self.index.futures.wait_loc[cmds.future[c]])].append(c)
-        out = []
-        for loc_id, group in by_loc.items():
-            keys = {self.wait_step[c]: later[self.wait_step[c]] - 0.5 for c in group}
-            out.append(_Group("KB109", loc_id, group, keys, info={}))
-        return out
-
     # --- findings -----------------------------------------------------------------
 
     def groups(self) -> list[tuple[_Group, int]]:
-        """Every group worth reporting with its saving, each wait in one group at most.
-
-        A group's saving is its fix's gain alone, or, when fixes only pay together
-        (two loads of one tile, each hiding the other's stall), its share of their
-        joint gain by the avoidable stall it covers, whichever is larger.
-        """
+        """Every group worth reporting with its saving on this PE, each wait in one group
+        at most; fixes that only pay together are one group."""
         if not hasattr(self, "_groups"):
             self._groups = self._find_groups()
         return self._groups
 
     def _find_groups(self) -> list[tuple[_Group, int]]:
+        from kbdebug.analysis import wait_edits
+
         found: list[tuple[_Group, int]] = []
         taken: set[int] = set()
-        for g in self.out_of_order_groups():
-            if g.cmds:
-                found.append((g, self.gain(g)))
-                taken.update(g.cmds)
+
+        def add(groups: list[_Group]) -> None:
+            for g in groups:
+                g.cmds = [c for c in g.cmds if c not in taken]
+                if not g.cmds:
+                    continue
+                gain = self.gain(g)
+                if gain > 0:
+                    found.append((g, gain))
+                    taken.update(g.cmds)
+
+        # A wait placed before work that does not need its value, and a load issued late:
+        # where both fixes touch the same waits, the one that gains more is the finding.
+        if self.prog.knows_reads:
+            early = wait_edits.early_wait_groups(self, "KB104")
+        else:
+            early = wait_edits.out_of_order_groups(self)
         # A load that queued behind later-needed loads is KB103's only when reordering
         # the issues pays more than issuing it ahead (then the order is the mistake).
         queued = {g.loc_id: g for g in self.queued_groups()}
-        for g in self.stream_groups(taken):
+        streams: list[tuple[_Group, int]] = []
+        for g in self.stream_groups(set()):
             rival = queued.get(g.loc_id)
             gain = self.gain(g)
             if rival is not None:
-                rival.cmds = [c for c in rival.cmds if c not in taken]
                 rival_gain = self.gain(rival) if rival.cmds else 0
                 # A tie goes to KB103 unless the load was also issued late (KB101/KB102):
                 # moving a load that is not late above another one is a reorder.
                 if rival_gain > 1.02 * gain or (g.rule == "KB107" and rival_gain >= 0.98 * gain):
                     continue
                 del queued[g.loc_id]
-            g.cmds = [c for c in g.cmds if c not in taken]
-            if g.cmds:
-                found.append((g, gain))
-                taken.update(g.cmds)
-        for g in [*queued.values(), *self.early_completion_groups(), *self.early_receive_groups()]:
-            g.cmds = [c for c in g.cmds if c not in taken]
-            if g.cmds:
-                found.append((g, self.gain(g)))
-                taken.update(g.cmds)
-        found = self._paying(found)
-        if len(found) > 1:
-            joint = self.gain(*(g for g, _ in found))
-            charged = [sum(self.avoidable.get(c, 0) for c in g.cmds) for g, _ in found]
-            total = sum(charged) or 1
-            found = [
-                (g, max(gain, joint * a // total))
-                for (g, gain), a in zip(found, charged, strict=True)
-            ]
-            self.joint = joint
+            streams.append((g, gain))
+        streams = self._together([(g, self.gain(g)) for g, _ in _merged(streams)])
+        candidates = [(g, self.gain(g)) for g in early] + streams
+        chosen: list[tuple[_Group, int]] = []
+        for g, gain in sorted(candidates, key=lambda x: -x[1]):
+            if gain <= 0 or any(c in taken for c in g.cmds):
+                continue
+            chosen.append((g, gain))
+            taken.update(g.cmds)
+        found.extend(chosen)
+        add(list(queued.values()))
+        add(wait_edits.store_wait_groups(self))
+        if self.prog.knows_reads:
+            add(wait_edits.early_wait_groups(self, "KB109"))
         else:
-            self.joint = found[0][1] if found else 0
-        return [(g, saving) for g, saving in _merged(found) if saving >= self.floor()]
-
-    def _paying(self, found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
-        """The groups whose fixes pay: those that gain alone, and those that only gain
-        together (a depth-1 pipeline's K and V streams: deepening either alone just
-        queues it ahead of the other on the read channel), kept when they add to the
-        joint gain, each one that adds nothing dropped again."""
+            add(wait_edits.early_receive_groups(self))
+        add(wait_edits.composite_groups(self))
         paying = [(g, gain) for g, gain in found if gain > 0]
-        rest = [(g, gain) for g, gain in found if gain <= 0]
-        if not rest or len(rest) > _MAX_JOINT_TRIALS:
-            return paying
-        base = self.gain(*(g for g, _ in paying)) if paying else 0
-        together = paying + rest
-        best = self.gain(*(g for g, _ in together))
-        if best <= base:
-            return paying
-        for item in rest:
-            trial = [x for x in together if x is not item]
-            gain = self.gain(*(g for g, _ in trial))
-            if gain >= best:
-                together, best = trial, gain
-        return together
+        self.joint = self.gain(*(g for g, _ in paying)) if paying else 0
+        return [(g, gain) for g, gain in paying if gain >= self.floor()]
 
-    def findings(self) -> list[Finding]:
-        groups = self.groups()
-        out = [self._finding(g, saving) for g, saving in groups]
+    def _together(self, streams: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
+        """Stream fixes that only pay together (two loads of one step, both late: fixing
+        either alone leaves the step waiting for the other) as one group naming every
+        line, with their joint gain; the others as they are."""
+        if len(streams) < 2:
+            return [x for x in streams if x[1] > 0]
+
+        def stalled(x: tuple[_Group, int]) -> int:
+            return sum(self.avoidable.get(c, 0) for c in x[0].cmds)
+
+        rest = sorted(streams, key=lambda x: (-x[1], -stalled(x)))
+        team = [rest.pop(0)]
+        joint = team[0][1]
+        for item in sorted(rest, key=lambda x: -stalled(x)):
+            # Of another rule, only a stream of the same loop (as many loads) joins.
+            lead = team[0][0]
+            if item[0].rule != lead.rule and len(item[0].cmds) != len(lead.cmds):
+                continue
+            # A stream that never stalls joins only one like the lead's (a tile's other
+            # load), not a load of the prologue.
+            if stalled(item) <= 0 and 2 * len(item[0].cmds) < len(team[0][0].cmds):
+                continue
+            trial = self.gain(*(g for g, _ in team), item[0])
+            # Kept when the two gain together clearly more than each does alone.
+            if trial > joint + max(item[1], 0) + self.floor() // 3:
+                team.append(item)
+                joint = trial
+        left = [x for x in streams if all(x is not t for t in team) and x[1] > 0]
+        if len(team) == 1:
+            return [x for x in team if x[1] > 0] + left
+        # The first line in program order carries the finding; the others are named with it.
+        ordered = sorted(team, key=lambda x: min(self.issue_step[c] for c in x[0].cmds))
+        lead = max(ordered, key=stalled)[0]
+        total = sum(stalled(x) for x in ordered)
+        first = next(g for g, _ in ordered if stalled((g, 0)) * 10 >= total or g is lead)
+        ordered = [x for x in ordered if x[0] is first] + [x for x in ordered if x[0] is not first]
+        merged = _Group(
+            lead.rule,
+            first.loc_id,
+            sorted(c for g, _ in ordered for c in g.cmds),
+            {s: k for g, _ in ordered for s, k in g.moves.items()},
+            info={**(lead.info or {}), "lines": len(ordered)},
+            also=tuple(dict.fromkeys(g.loc_id for g, _ in ordered[1:] if g.loc_id != first.loc_id)),
+        )
+        return [(merged, joint), *left]
+
+    def findings(self, launch_gain: dict[tuple[str, int], int] | None = None) -> list[Finding]:
+        out = []
+        floor = self.floor()
+        for g, gain in self.groups():
+            saving = gain if launch_gain is None else launch_gain.get((g.rule, g.loc_id), gain)
+            # The launch ends no sooner (another PE ends later): nothing worth reporting.
+            if saving < floor:
+                continue
+            out.append(self._finding(g, saving, gain))
         below = self._below_bound(self.joint)
         if below is not None:
             out.append(below)
@@ -640,7 +626,7 @@ class _Diagnosis:
             )
         return out
 
-    def _finding(self, g: _Group, saving: int) -> Finding:
+    def _finding(self, g: _Group, saving: int, pe_saving: int) -> Finding:
         index, prog = self.index, self.prog
         cmds, futs = index.commands, index.futures
         loc = index.loc(g.loc_id)
@@ -649,6 +635,8 @@ class _Diagnosis:
         for c in rows:
             if c in self.issue_step:
                 events.add(prog.event[self.issue_step[c]])
+            elif g.rule == "KB110" and 0 <= c < len(cmds.issue) and cmds.issue[c] >= 0:
+                events.add(int(cmds.issue[c]))
             f = int(cmds.future[c])
             if 0 <= f < len(futs.wait_begin):
                 events.update(int(e) for e in (futs.wait_begin[f], futs.wait_end[f]) if e >= 0)
@@ -673,11 +661,15 @@ class _Diagnosis:
             stall=int(stall),
             call_loc=getattr(loc, "caller", None),
             line_id=line_id(g.rule, loc, prog.pe),
+            pe_saving=int(pe_saving),
+            also=tuple(x for x in (index.loc(i) for i in g.also) if x is not None),
         )
 
     def _below_bound(self, explained: int) -> Finding | None:
         prog, index = self.prog, self.index
         achieved, bound = prog.achieved, self.bound
+        if not (self.model.complete and prog.complete):
+            return None
         if achieved <= 0 or bound / achieved >= EFFICIENCY_THRESHOLD:
             return None
         unexplained = achieved - bound - explained
@@ -710,6 +702,7 @@ class _Diagnosis:
             saving=int(unexplained),
             share=unexplained / achieved,
             line_id=line_id("KB106", loc, prog.pe),
+            pe_saving=int(unexplained),
         )
 
 

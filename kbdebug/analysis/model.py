@@ -1,29 +1,29 @@
-"""The critical-path model of each PE: its kernel as a program, re-timed under other placements.
+"""The dataflow model of a launch: every PE's kernel as a program, with what each step needs.
 
 From the trace alone, each PE's kernel is rebuilt as the sequence of its tl steps
-in program order (issues, compute, waits, host reads of loaded values) with the
-hardware figures the header records. Two things are computed from it:
+in program order (issues, compute, waits, host reads of loaded values, composite
+calls) with the hardware figures the header records, and the true dependencies
+between them:
 
-- **the bound**: a lower bound on the kernel's time for the same program under
-  any placement of its issues. The kernel is one serial chain (compute and
-  issue cycles add up); a wait on a load cannot end before the transfers of
-  every load waited so far, spread over the read channels, plus the HBM
-  latency, each load released no earlier than the last host read of loaded
-  data before its issue (its address may come from that data); stores and
-  sends drain through their channel plus latency before the kernel ends; a
-  receive completes no earlier than its matching send arrived.
-- **re-timing** (:meth:`Program.simulate`): the kernel's time for a given order
-  of its steps, following the emulator's rules (FIFO channels that free up
-  first, hold then latency, drain at the end). With the steps in their
-  recorded order it reproduces the recorded time; a finding's estimated saving
-  is the recorded order's time minus the time with its fix applied.
+- a loaded or received value is needed at its **first use**: the first compute,
+  store, send or host read that consumes it (format 1.3 records what each command
+  reads; older traces fall back to the value's ``tl.wait``);
+- a receive's data follows the matching send on the other PE;
+- a host read of loaded data gates the addresses issued after it;
+- a load that reads back bytes a store of the same PE wrote, after the kernel
+  waited that store, needs the store landed (the wait was a fence);
+- a wait on a receive also orders the loads, stores and sends issued after it
+  (the message may be the signal that their data is ready).
+
+:mod:`kbdebug.analysis.retime` re-times these programs, all PEs together, and
+computes the bound from the same steps.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from emulator.trace.schema import Kind
+from kbdebug.analysis.composite_model import Composite, composites_of
 from kbdebug.replay.index import NONE, TraceIndex
 from kbdebug.replay.summary import event_times, hold_cycles, kernel_spans
 
@@ -43,9 +44,10 @@ LOAD, STORE, SEND, RECV, COMPUTE, WAIT, OPAQUE, BARRIER = range(8)
 NEVER = 1 << 62
 #: Host-read event kind (format 1.1); kernels that read loaded values on the host emit it.
 HOST_READ = 17
-#: Bound buckets (one per host read) updated per wait; older ones only ever under-count,
-#: which keeps the bound a lower bound while its cost stays linear.
-BUCKET_WINDOW = 256
+#: What-a-command-reads event kind (format 1.3): (cmd, future).
+READS = 25
+#: Stores per PE above which fences are matched by any earlier waited store, not by range.
+MAX_RANGE_FENCES = 4096
 
 _OP_STEP = {"load": LOAD, "load_async": LOAD, "store": STORE, "send": SEND, "recv_async": RECV}
 
@@ -60,10 +62,13 @@ class PEBound:
     end: int
     #: end - start.
     achieved: int
-    #: No placement of this program's issues can make the kernel take less.
+    #: No placement of this program's issues and waits can make the kernel take less
+    #: (the raw figure: never clamped to ``achieved``).
     bound: int
-    #: bound / achieved (1.0 for a kernel that took no time).
-    efficiency: float
+    #: bound / achieved; None when the run did not complete (no efficiency is claimed).
+    efficiency: float | None
+    #: Whether this PE's kernel ran to its end in a run that completed.
+    complete: bool = True
 
 
 @dataclass
@@ -76,6 +81,8 @@ class Hardware:
     read_channels: int
     write_channels: int
     hbm_bytes_per_cycle: int
+    composite_depth: int = 2
+    scratch_bytes: int = 1 << 20
 
     @classmethod
     def of(cls, index: TraceIndex, pe: int) -> Hardware:
@@ -89,9 +96,9 @@ class Hardware:
 
         def number(name: str, default: int) -> int:
             value = config.get(name, default)
-            return (
-                int(value) if isinstance(value, int | float) and math.isfinite(value) else default
-            )
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return default
+            return int(value) if math.isfinite(value) else default
 
         return cls(
             issue=max(number("issue_cycles", 4), 0),
@@ -100,6 +107,8 @@ class Hardware:
             read_channels=max(reads or number("dma_read_channels", 1), 1),
             write_channels=max(writes or number("dma_write_channels", 1), 1),
             hbm_bytes_per_cycle=max(number("hbm_bytes_per_cycle", 48), 1),
+            composite_depth=max(number("composite_depth", 2), 1),
+            scratch_bytes=max(number("scratch_bytes", 1 << 20), 1),
         )
 
 
@@ -114,25 +123,41 @@ class Program:
     end: int
     #: Whether the kernel ran to its end (no error, deadlock or cut).
     complete: bool
-    #: Per step: kind, command id (the waited command for WAIT), event index, cycles
-    #: (transfer or compute hold; an opaque step's recorded length), the recorded cycle.
-    # Flat arrays, not lists: 1 or 8 bytes a step instead of 8 plus an int object of 32
-    # for most values (at ten million events a list of command ids held ~150 MB, and
-    # its objects, spread among freed ones, kept the allocator's arenas resident). An
-    # item read from them costs a little more than from a list; the re-timing loops
-    # read a few per step.
+    #: Per step: kind, command id (the waited command for WAIT, the host-read one for
+    #: BARRIER), event index, cycles (transfer or compute hold; an opaque step's recorded
+    #: length), the recorded cycle. Flat arrays, not lists: 1 or 8 bytes a step instead
+    #: of 8 plus an int object of 32 for most values.
     kind: array[int] = field(default_factory=lambda: array("b"))
     cmd: array[int] = field(default_factory=lambda: array("q"))
     event: array[int] = field(default_factory=lambda: array("q"))
     cycles: array[int] = field(default_factory=lambda: array("q"))
     at: array[int] = field(default_factory=lambda: array("q"))
-    #: Per command of this PE: when its data arrives whatever this PE does (receives:
-    #: the matching send's delivery), and the link a send uses.
+    #: Per receive command of this PE: when its data arrived in the recording (the
+    #: matching send's delivery), and the send it was matched with.
     delivery: dict[int, int] = field(default_factory=dict)
+    match: dict[int, int] = field(default_factory=dict)
+    #: Per send command: the link it uses.
     link: dict[int, int] = field(default_factory=dict)
     #: Per load, store or send command of this PE: its transfer cycles.
     transfer: dict[int, int] = field(default_factory=dict)
-    #: Filled by ``bound``: per waited command, the earliest its data can arrive.
+    #: Per step: the commands whose data it needs (CSR: need[need_at[s]:need_at[s + 1]]).
+    need_at: array[int] = field(default_factory=lambda: array("q"))
+    need: array[int] = field(default_factory=lambda: array("q"))
+    #: Per wait step on a load or receive: the step that first needs its data
+    #: (len(self) when nothing does; the wait itself when the trace cannot say).
+    first_use: dict[int, int] = field(default_factory=dict)
+    #: Per load command: the stores of this PE it reads back after waiting them.
+    fences: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Per step: the last step before it that no issue may move above (a host read, a
+    #: wait on a receive; for a load also the wait of a store it reads back); -1: none.
+    floor: array[int] = field(default_factory=lambda: array("q"))
+    #: Whether the trace says what each command reads (format 1.3).
+    knows_reads: bool = False
+    #: Composite calls by step.
+    composites: dict[int, Composite] = field(default_factory=dict)
+    #: Peak scratch bytes in use during the run.
+    scratch_peak: int = 0
+    #: Filled by the bound: per waited command, the earliest its data can arrive.
     earliest: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -142,15 +167,14 @@ class Program:
     def achieved(self) -> int:
         return self.end - self.start
 
-    @cached_property
-    def recorded_time(self) -> int:
-        """The re-timed length with the steps in their recorded order."""
-        return self.simulate(range(len(self.kind)))
+    def needs(self, s: int) -> array[int]:
+        return self.need[self.need_at[s] : self.need_at[s + 1]]
 
     @cached_property
-    def bound_cycles(self) -> int:
-        """``bound()``, computed once (never above the recorded length)."""
-        return min(self.bound(), self.achieved)
+    def recorded_time(self) -> int:
+        """The re-timed length with the steps in their recorded order (this PE alone,
+        receives at their recorded deliveries)."""
+        return self.simulate(range(len(self.kind)))
 
     @cached_property
     def _work_runs(self) -> tuple[array[int], array[int]]:
@@ -169,183 +193,85 @@ class Program:
         next_other = np.flatnonzero(other)[others_before]
         return _ints(before), _ints(next_other)
 
-    @staticmethod
-    def _runs(order) -> Iterable[tuple[int, int]]:
-        """``order`` as runs of consecutive steps, ``(first, end)`` each."""
-        if isinstance(order, range) and order.step == 1:
-            return [(order.start, order.stop)] if len(order) else []
-        steps = np.asarray(order, dtype=np.int64)
-        if not len(steps):
-            return []
-        breaks = np.flatnonzero(steps[1:] != steps[:-1] + 1) + 1
-        firsts = steps[np.append(0, breaks)]
-        ends = steps[np.append(breaks - 1, len(steps) - 1)] + 1
-        return zip(firsts.tolist(), ends.tolist(), strict=True)
-
-    def simulate(self, order, cmds: list[int] | None = None) -> int:
+    def simulate(self, order, cmds=None, cycles=None) -> int:
         """The kernel's length (cycles from its start) with its steps run in ``order``;
-        ``cmds`` replaces the command each step names (a wait re-pointed elsewhere)."""
-        hw = self.hw
-        issue, lat = hw.issue, hw.hbm_latency
-        kinds, cycles = self.kind, self.cycles
-        cmds = self.cmd if cmds is None else cmds
-        work_before, next_other = self._work_runs
-        reads = [0] * hw.read_channels
-        writes = [0] * hw.write_channels
-        links: dict[int, int] = {}
-        arrival: dict[int, int] = {}
-        t = self.start
-        drain = t
-        for first, end in self._runs(order):
-            # Each step of the run that is not work, the work steps before it added up.
-            s = next_other[first]
-            if s != first:
-                t += work_before[s if s < end else end] - work_before[first]
-            while s < end:
-                k = kinds[s]
-                if k == WAIT:
-                    a = arrival.get(cmds[s], NEVER)
-                    if a > t:
-                        t = a
-                elif k == LOAD or k == STORE:
-                    t += issue
-                    # The DMA channel of its side that frees up first (lowest index on ties).
-                    free = reads if k == LOAD else writes
-                    i = free.index(min(free))
-                    g = free[i] if free[i] > t else t
-                    free[i] = g + cycles[s]
-                    a = g + cycles[s] + lat
-                    arrival[cmds[s]] = a
-                    if a > drain:
-                        drain = a
-                elif k == SEND:
-                    t += issue
-                    c = cmds[s]
-                    free = links.get(self.link.get(c, -1), 0)
-                    g = free if free > t else t
-                    links[self.link.get(c, -1)] = g + cycles[s]
-                    a = g + cycles[s] + hw.ipcq_latency
-                    arrival[c] = a
-                    if a > drain:
-                        drain = a
-                elif k == RECV:
-                    t += issue
-                    c = cmds[s]
-                    d = self.delivery.get(c, NEVER)
-                    arrival[c] = d if d > t else t
-                elif k == COMPUTE or k == OPAQUE:  # met alone only without _work_runs' runs
-                    t += cycles[s]
-                after = s + 1
-                s = next_other[after]
-                if s != after:
-                    t += work_before[s if s < end else end] - work_before[after]
-        if self.complete and drain > t:
-            t = drain
-        return t - self.start
+        ``cmds`` replaces the command each step names (a wait re-pointed elsewhere),
+        ``cycles`` a step's cycles (a merged composite). Receives arrive as recorded."""
+        from kbdebug.analysis.retime import run_program
+
+        gen = run_program(self, order, cmds, cycles, None)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            return stop.value
 
     def bound(self) -> int:
-        """A lower bound on the kernel's length under any placement of its issues.
+        """A lower bound on the kernel's length (this PE alone, receives as recorded)."""
+        from kbdebug.analysis.retime import bound_program
 
-        Also fills ``earliest``: per waited command, the earliest cycle any
-        placement lets its data arrive (the wait's unavoidable end).
-        """
-        earliest = self.earliest = {}
-        hw = self.hw
-        issue, lat, n = hw.issue, hw.hbm_latency, hw.read_channels
-        kinds, cmds, cycles = self.kind, self.cmd, self.cycles
-        t = self.start
-        # Per bucket (loads released after the same host read): release cycle, and
-        # release + (transfers waited so far in this bucket or later) / read channels.
-        release = [t + issue]
-        # Grown by doubling (np.append copied it whole at every host read: quadratic in
-        # a kernel that reads a page table entry per tile); buckets 0..len(release)-1.
-        peak = np.empty(64)
-        peak[0] = float(t + issue)
-        best = 0.0
-        bucket_of: dict[int, int] = {}
-        counted: set[int] = set()
-        fences: set[int] = set()
-        writes = [0] * hw.write_channels
-        links: dict[int, int] = {}
-        done_by: dict[int, int] = {}
-        drain = t
-        work_before, next_other = self._work_runs
-        s, steps = 0, len(kinds)
-        while s < steps:
-            o = next_other[s]
-            if o != s:  # a run of work steps: their cycles add up
-                t += work_before[o] - work_before[s]
-                s = o
-                continue
-            k = kinds[s]
-            c = cmds[s]
-            if k == BARRIER:
-                release.append(t + issue)
-                peak = _put(peak, len(release) - 1, float(t + issue))
-            elif k == LOAD:
-                t += issue
-                bucket_of[c] = len(release) - 1
-                single = release[-1] + cycles[s] + lat
-                done_by[c] = single
-                if single > drain:
-                    drain = single
-            elif k == STORE or k == SEND:
-                t += issue
-                fences.add(c)
-                if k == STORE:
-                    i = writes.index(min(writes))
-                    g = max(writes[i], t)
-                    writes[i] = g + cycles[s]
-                    a = g + cycles[s] + lat
-                else:
-                    key = self.link.get(c, -1)
-                    g = max(links.get(key, 0), t)
-                    links[key] = g + cycles[s]
-                    a = g + cycles[s] + hw.ipcq_latency
-                done_by[c] = a
-                drain = max(drain, a)
-            elif k == RECV:
-                t += issue
-                done_by[c] = max(self.delivery.get(c, NEVER), t)
-            elif k == COMPUTE or k == OPAQUE:  # met alone only without _work_runs' runs
-                t += cycles[s]
-            elif k == WAIT:
-                b = bucket_of.get(c)
-                if b is not None and c not in counted:
-                    counted.add(c)
-                    lo = max(0, b + 1 - BUCKET_WINDOW)
-                    window = peak[lo : b + 1]
-                    window += self.transfer[c] / n
-                    best = max(best, float(window.max()))
-                    a = max(math.ceil(best) + lat, done_by.get(c, 0))
-                else:
-                    a = done_by.get(c, NEVER)
-                earliest.setdefault(c, a)
-                t = max(t, a)
-                if c in fences:
-                    # Later loads may read what the store wrote: released only now.
-                    release.append(t + issue)
-                    peak = _put(peak, len(release) - 1, float(t + issue))
-            s += 1
-        if self.complete:
-            t = max(t, drain)
-        return min(t, NEVER) - self.start
+        gen = bound_program(self, None)
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            return stop.value
 
 
 @dataclass
 class Model:
-    """Every PE's program, built once per trace."""
+    """Every PE's program, built once per trace, with the launch's bound and re-timing."""
 
     index: TraceIndex
     programs: dict[int, Program]
-    #: Per command: the event index of its ISSUE and the step of it in its PE's program.
+    #: Per command: the step of its issue in its PE's program.
     step_of_issue: dict[int, int]
+    #: Per send command: the PE that sent it.
+    sender: dict[int, int] = field(default_factory=dict)
+    #: Whether the run completed (footer ok, every PE that started ended, not cut).
+    complete: bool = True
+
+    @cached_property
+    def _base(self):
+        from kbdebug.analysis.retime import simulate_launch
+
+        return simulate_launch(self, {})
+
+    @property
+    def recorded(self) -> dict[int, int]:
+        """Per PE, the re-timed length of the recorded program, all PEs together."""
+        return self._base[0]
+
+    @property
+    def recorded_sent(self) -> dict[int, int]:
+        return self._base[1]
+
+    @cached_property
+    def bound_lengths(self) -> dict[int, int]:
+        """Per PE, the raw critical-path bound of its kernel's length (all PEs together)."""
+        from kbdebug.analysis.retime import bound_launch
+
+        return bound_launch(self)
+
+    @property
+    def end(self) -> int:
+        """The launch's recorded end: the last PE's."""
+        return max((p.end for p in self.programs.values()), default=0)
+
+    @property
+    def start(self) -> int:
+        return min((p.start for p in self.programs.values()), default=0)
 
     def bounds(self) -> list[PEBound]:
+        bounds = self.bound_lengths
         out = []
         for pe, prog in sorted(self.programs.items()):
             achieved = prog.achieved
-            bound = prog.bound_cycles
+            complete = self.complete and prog.complete
+            bound = bounds[pe]
+            efficiency = None
+            if complete:
+                efficiency = min(bound, achieved) / achieved if achieved > 0 else 1.0
             out.append(
                 PEBound(
                     pe=pe,
@@ -353,9 +279,33 @@ class Model:
                     end=prog.end,
                     achieved=achieved,
                     bound=bound,
-                    efficiency=bound / achieved if achieved > 0 else 1.0,
+                    efficiency=efficiency,
+                    complete=complete,
                 )
             )
+        return out
+
+    def downstream(self, pes) -> set[int]:
+        """``pes`` and every PE that receives, directly or not, from one of them."""
+        receivers: dict[int, set[int]] = self._receivers
+        out = set(pes)
+        todo = list(out)
+        while todo:
+            pe = todo.pop()
+            for other in receivers.get(pe, ()):
+                if other not in out:
+                    out.add(other)
+                    todo.append(other)
+        return out
+
+    @cached_property
+    def _receivers(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for pe, prog in self.programs.items():
+            for send in prog.match.values():
+                src = self.sender.get(send)
+                if src is not None and src != pe:
+                    out.setdefault(src, set()).add(pe)
         return out
 
 
@@ -378,16 +328,30 @@ def build_model(index: TraceIndex) -> Model:
     bounds = np.searchsorted(pes, np.arange(index.n_pes + 1))
     fut_cmd = np.asarray(futs.cmd, dtype=np.int64)
     status = (index.footer or {}).get("status")
+    version = tuple(index.header.get("version") or (1, 0))
+    knows_reads = version >= (1, 3)
     # Receives: the send each was matched with, and when that send was delivered.
     recv_ev = np.flatnonzero(c.kind == Kind.IPCQ_RECV)
     recv_delivery: dict[int, int] = {}
+    recv_match: dict[int, int] = {}
     for send_cmd, fut in zip(c.cmd[recv_ev].tolist(), c.fut[recv_ev].tolist(), strict=True):
         if 0 <= fut < len(fut_cmd) and 0 <= send_cmd < n_cmds and t_complete[send_cmd] >= 0:
             recv_delivery[int(fut_cmd[fut])] = int(t_complete[send_cmd])
+            recv_match[int(fut_cmd[fut])] = int(send_cmd)
+    # What each command reads (format 1.3): (consumer command, needed command) pairs.
+    reads_ev = np.flatnonzero(c.kind == READS) if knows_reads else np.zeros(0, np.int64)
+    read_by = c.cmd[reads_ev].astype(np.int64)
+    read_fut = c.fut[reads_ev].astype(np.int64)
+    ok = (read_by >= 0) & (read_by < n_cmds) & (read_fut >= 0) & (read_fut < len(fut_cmd))
+    read_by, read_cmd = read_by[ok], fut_cmd[read_fut[ok]]
+    read_pe = np.asarray(cmds.pe, dtype=np.int64)[read_by] if len(read_by) else read_by
+    scratch_ev = np.flatnonzero(c.kind == Kind.SCRATCH_ALLOC)
     ended_ok = set(np.flatnonzero(c.kind == Kind.KERNEL_END).tolist())
     pe_ended = {int(c.pe[e]) for e in ended_ok}
+    run_ok = status in (None, "ok") and not index.truncated and index.footer is not None
     programs: dict[int, Program] = {}
     step_of_issue: dict[int, int] = {}
+    sender: dict[int, int] = {}
     for pe in range(index.n_pes):
         if starts[pe] < 0:
             continue
@@ -397,7 +361,8 @@ def build_model(index: TraceIndex) -> Model:
             hw=hw,
             start=int(starts[pe]),
             end=int(ends[pe]),
-            complete=pe in pe_ended and status in (None, "ok") and not index.truncated,
+            complete=pe in pe_ended and run_ok,
+            knows_reads=knows_reads,
         )
         events = rel[bounds[pe] : bounds[pe + 1]].astype(np.int64)
         kind = c.kind[events]
@@ -416,16 +381,36 @@ def build_model(index: TraceIndex) -> Model:
         step[kind == HOST_READ] = BARRIER
         # A composite's own commands are not steps: its one opaque step covers them, up to
         # its completion (the end of the run if it never completed).
+        inner: dict[int, np.ndarray] = {}
         for i in np.flatnonzero(step == OPAQUE).tolist():
             if step[i] != OPAQUE:  # inside an earlier composite
                 continue
             done = int(complete_ev[cmd[i]])
             skip_until = done if done >= 0 else 1 << 62
-            step[i + 1 : int(np.searchsorted(events, skip_until, side="right"))] = -1
+            stop = int(np.searchsorted(events, skip_until, side="right"))
+            inside = events[i + 1 : stop]
+            inner[i] = c.cmd[inside[c.kind[inside] == Kind.ISSUE]].astype(np.int64)
+            step[i + 1 : stop] = -1
         kept = np.flatnonzero(step >= 0)
+        all_cmd = cmd
+        position = np.full(len(events), -1, dtype=np.int64)
+        position[kept] = np.arange(len(kept))
         step, cmd, at, events = step[kept], cmd[kept], at[kept], events[kept]
+        host_fut = fut[kept]
         step_cmd = np.where(
-            step == WAIT, waited_cmd[kept], np.where(step == BARRIER, fut[kept], cmd)
+            step == WAIT,
+            waited_cmd[kept],
+            np.where(
+                step == BARRIER,
+                np.where(
+                    (host_fut >= 0) & (host_fut < len(fut_cmd)),
+                    fut_cmd[np.clip(host_fut, 0, max(len(fut_cmd) - 1, 0))],
+                    -1,
+                )
+                if len(fut_cmd)
+                else -1,
+                cmd,
+            ),
         )
         # An issue's cycles: compute holds its engine; a load or store its channel (or, never
         # granted, its bytes at the HBM's rate); a send its link, a cycle at least.
@@ -451,10 +436,146 @@ def build_model(index: TraceIndex) -> Model:
         prog.transfer = dict(zip(issue_cmds, cycles[transfers].tolist(), strict=True))
         step_of_issue.update(zip(issue_cmds, transfers.tolist(), strict=True))
         sends = cmd[send].tolist()
+        sender.update((s, pe) for s in sends)
         prog.link = dict(zip(sends, cmds.channel[sends].astype(np.int64).tolist(), strict=True))
-        prog.delivery = {r: recv_delivery.get(r, NEVER) for r in cmd[step == RECV].tolist()}
+        recvs = cmd[step == RECV].tolist()
+        prog.delivery = {r: recv_delivery.get(r, NEVER) for r in recvs}
+        prog.match = {r: recv_match[r] for r in recvs if r in recv_match}
+        # Steps of this PE's commands (compute included), for what each reads.
+        issue_steps = np.flatnonzero(np.isin(step, (LOAD, STORE, SEND, RECV, COMPUTE, OPAQUE)))
+        step_of_cmd = dict(zip(cmd[issue_steps].tolist(), issue_steps.tolist(), strict=True))
+        mine = read_pe == pe
+        pairs = [
+            (step_of_cmd[b], n)
+            for b, n in zip(read_by[mine].tolist(), read_cmd[mine].tolist(), strict=True)
+            if b in step_of_cmd
+        ]
+        _dependencies(prog, pairs, cmds.addr, cmds.nbytes)
+        prog.composites = {}
+        for i, inside in inner.items():
+            composite = composites_of(index, int(all_cmd[i]), inside, hold, hw)
+            if composite is not None and position[i] >= 0:
+                prog.composites[int(position[i])] = composite
+        mine_alloc = scratch_ev[c.pe[scratch_ev] == pe]
+        prog.scratch_peak = int(c.val[mine_alloc].max()) if len(mine_alloc) else 0
         programs[pe] = prog
-    return Model(index, programs, step_of_issue)
+    complete = run_ok and all(p.complete for p in programs.values())
+    return Model(index, programs, step_of_issue, sender, complete)
+
+
+def _dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes) -> None:
+    """Fill ``prog``'s needs, first uses, fences and floors from what its steps read."""
+    n = len(prog)
+    kinds, cmds = prog.kind, prog.cmd
+    issue_step: dict[int, int] = {}
+    pairs: list[tuple[int, int]] = list(reads)
+    wait_steps: list[int] = []
+    for s in range(n):
+        k = kinds[s]
+        if k in (LOAD, STORE, SEND, RECV):
+            issue_step[cmds[s]] = s
+        elif k == WAIT:
+            wait_steps.append(s)
+        elif k == BARRIER and cmds[s] >= 0:
+            pairs.append((s, cmds[s]))
+    # First use of each waited load or receive: the first step after the wait needing it.
+    uses: dict[int, list[int]] = {}
+    for s, c in sorted(pairs):
+        uses.setdefault(c, []).append(s)
+    floor = array("q", [-1]) * n
+    last_gate = -1
+    store_waits: list[tuple[int, int]] = []  # (wait step, store cmd)
+    recv_need: dict[int, int] = {}
+    for s in range(n):
+        floor[s] = last_gate
+        k = kinds[s]
+        if k == BARRIER:
+            last_gate = s
+        elif k == WAIT:
+            c = cmds[s]
+            post = issue_step.get(c)
+            kind = kinds[post] if post is not None else LOAD
+            if kind in (STORE, SEND):
+                if kind == STORE:
+                    store_waits.append((s, c))
+                continue
+            if not prog.knows_reads:
+                prog.first_use[s] = s
+                pairs.append((s, c))
+                continue
+            later = [u for u in uses.get(c, ()) if u > s]
+            use = later[0] if later else n
+            if kind == RECV:
+                # A received message may also say that data elsewhere is ready: what is
+                # issued after its wait stays after it.
+                nxt = s + 1
+                while nxt < n and kinds[nxt] not in (LOAD, STORE, SEND, RECV, BARRIER):
+                    nxt += 1
+                use = min(use, nxt)
+                recv_need[s] = use
+                last_gate = s
+            prog.first_use[s] = use
+    for s, use in recv_need.items():
+        if use < n:
+            pairs.append((use, cmds[s]))
+    # Fences: a load reading back bytes of a store this PE waited before issuing it.
+    if store_waits:
+        _fences(prog, store_waits, floor, addr, nbytes)
+    # Needs of a step, CSR.
+    pairs = sorted(set(pairs))
+    need_at = np.zeros(n + 1, dtype=np.int64)
+    if pairs:
+        steps = np.array([p[0] for p in pairs], dtype=np.int64)
+        np.add.at(need_at, steps + 1, 1)
+    prog.need_at = _ints(np.cumsum(need_at))
+    prog.need = _ints(np.array([p[1] for p in pairs], dtype=np.int64))
+    prog.floor = floor
+
+
+def _fences(prog, store_waits, floor, addr, nbytes) -> None:
+    """Loads that read back a store's bytes after its wait: each needs the store landed
+    and may not be issued above that wait."""
+
+    def span(c: int) -> tuple[int, int]:
+        lo = int(addr[c]) if 0 <= c < len(addr) else -1
+        return lo, lo + (int(nbytes[c]) if 0 <= c < len(nbytes) else 0)
+
+    kinds, cmds = prog.kind, prog.cmd
+    by_range = len(store_waits) <= MAX_RANGE_FENCES
+    # Waited stores so far, sorted by their first byte; a load's candidates are those
+    # starting less than the longest store before its end.
+    starts: list[int] = []
+    rows: list[tuple[int, int, int, int]] = []  # (lo, hi, wait step, store)
+    longest = 0
+    last_wait, last_store = -1, -1
+    waits = sorted(store_waits)
+    w_at = 0
+    for s in range(len(prog)):
+        while w_at < len(waits) and waits[w_at][0] < s:
+            w, c = waits[w_at]
+            lo, hi = span(c)
+            w_at += 1
+            last_wait, last_store = w, c
+            if lo < 0:
+                continue
+            i = bisect.bisect_left(starts, lo)
+            starts.insert(i, lo)
+            rows.insert(i, (lo, hi, w, c))
+            longest = max(longest, hi - lo)
+        if kinds[s] != LOAD or w_at == 0:
+            continue
+        c = cmds[s]
+        if not by_range:
+            prog.fences[c] = (last_store,)
+            floor[s] = max(floor[s], last_wait)
+            continue
+        lo, hi = span(c)
+        first = bisect.bisect_right(starts, lo - longest)
+        last = bisect.bisect_left(starts, hi)
+        hit = [(w, st) for a, b, w, st in rows[first:last] if a < hi and b > lo]
+        if hit:
+            prog.fences[c] = tuple(st for _, st in hit)
+            floor[s] = max(floor[s], max(w for w, _ in hit))
 
 
 def _step_of_command(index: TraceIndex) -> np.ndarray:
@@ -481,14 +602,6 @@ def _step_of_command(index: TraceIndex) -> np.ndarray:
     return np.where(computes[known] & on_engine, COMPUTE, named[known])
 
 
-def _put(values: np.ndarray, at: int, value: float) -> np.ndarray:
-    """``values`` with ``value`` at ``at`` (the next free place), doubled first if full."""
-    if at == len(values):
-        values = np.concatenate([values, np.empty(len(values))])
-    values[at] = value
-    return values
-
-
 def _ints(column: np.ndarray) -> array[int]:
     """``column`` as a flat int64 array: indexed from Python about as fast as a list,
     at 8 bytes an item instead of ~40 (a list of ints past 256 holds an object each)."""
@@ -513,4 +626,4 @@ def pe_bounds(replay: Replay) -> list[PEBound]:
     return model_of(replay).bounds()
 
 
-__all__ = ["NONE", "PEBound", "Program", "build_model", "model_of", "pe_bounds"]
+__all__ = ["NONE", "NEVER", "PEBound", "Program", "build_model", "model_of", "pe_bounds"]

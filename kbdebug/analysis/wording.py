@@ -74,17 +74,25 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"work of the current tile runs while it is in flight ({PIPELINE_HINT})"
             )
         else:
+            per_iteration = (
+                f"one iteration's work ({work:,} cycles) is shorter than"
+                if work > 0
+                else "no work runs between its waits to hide"
+            )
             message = (
-                f"tl.load_async at {at} is prefetched, but one iteration's work "
-                f"({work:,} cycles) is shorter than its transfer + latency "
-                f"({transfer + lat:,} cycles); its waits at {wait_where(d, g.cmds)} still "
-                f"stalled {stall:,} cycles"
+                f"tl.load_async at {at} is prefetched, but {per_iteration} its transfer + "
+                f"latency ({transfer + lat:,} cycles); its waits at {wait_where(d, g.cmds)} "
+                f"still stalled {stall:,} cycles"
             )
             suggestion = (
-                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait "
-                f"(ceil(({transfer:,} + {lat:,}) / {work:,}) = {info['needed']}), with a buffer "
-                f"for each load in flight"
+                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait (the depth "
+                f"the re-timing gains most at, within scratch), with a buffer for each load "
+                f"in flight"
             )
+        if g.also:
+            others = ", ".join(where(d.index.loc(i)) for i in g.also)
+            message += f"; the loads at {others} are issued with it and are as late"
+            suggestion += f" (with the loads at {others}: fixing one alone gains little)"
         return message, suggestion
     if g.rule == "KB103":
         other = where(d.index.loc(info["ahead_loc"]))
@@ -95,20 +103,41 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
         )
         suggestion = f"issue loads in the order they are waited: move this issue above {other}"
         return message, suggestion
-    if g.rule == "KB104":
-        pending = info["pending"]
-        ploc = d.index.loc(int(d.index.commands.loc[pending]))
+    if g.rule in ("KB104", "KB109"):
+        use = info.get("use_loc")
+        use_at = where(use) if use is not None else "its first use"
+        what = "message" if g.rule == "KB109" else "data"
         message = (
-            f"tl.wait at {at} waited on a newer future while an older one (issued at "
-            f"{where(ploc)}) was still pending, {times(n)}; these waits stalled {stall:,} cycles"
+            f"tl.wait at {at} waited {times(n)} for {what} nothing needs until {use_at}, "
+            f"stalling {stall:,} cycles while work that does not need it could have run"
         )
         suggestion = (
-            "wait on futures in the order they were issued (a read channel delivers them "
-            "in that order), or issue first the one needed first"
+            f"move the tl.wait down to just before {use_at}, below the work that does not need it"
+        )
+        return message, suggestion
+    if g.rule == "KB110":
+        calls, b = info["calls"], info["b_cycles"]
+        message = (
+            f"tl.composite at {at} is called {calls:,} times in a row over the same B, one "
+            f"row block each: every call restarts the pipeline, reading B ({b:,} cycles) and "
+            f"its first A tile cold ({info['total']:,} cycles in all, "
+            f"{info['merged']:,} as one call)"
+        )
+        suggestion = (
+            "make one tl.composite call over all the rows (A's shape (M, K) for all of them, "
+            "the same tile): the scheduler keeps its loads in flight across the tiles"
         )
         return message, suggestion
     if g.rule == "KB108":
         what = info["kind"]
+        reload = info.get("reload_loc")
+        if reload is not None:
+            message = (
+                f"tl.wait at {at} waited for a store to land {times(n)}, stalling {stall:,} "
+                f"cycles, long before the load at {where(reload)} reads the bytes back"
+            )
+            suggestion = f"move the tl.wait down to just before the load at {where(reload)}"
+            return message, suggestion
         message = (
             f"tl.wait at {at} waited for a {what} to land {times(n)}, stalling {stall:,} "
             f"cycles, though nothing after it reads what the {what} wrote"
