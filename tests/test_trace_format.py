@@ -72,7 +72,7 @@ def test_events_hold_absolute_times_and_interned_ids():
 
 def test_header_keeps_the_run_keys_and_adds_format_version_producer():
     trace = read_trace(write_run(every_kind_events()))
-    assert trace.version == (1, 2) == wire.FORMAT_VERSION
+    assert trace.version == (1, 3) == wire.FORMAT_VERSION
     assert trace.header["format"] == "kbt"
     assert trace.header["producer"] == "kbdebug 0.1.0"
     for key, value in make_header().items():
@@ -169,9 +169,9 @@ def test_data_after_the_footer_is_rejected():
 
 def test_older_minor_version_is_read(monkeypatch):
     data = write_run(every_kind_events())
-    monkeypatch.setattr(wire, "FORMAT_VERSION", (1, 3))
+    monkeypatch.setattr(wire, "FORMAT_VERSION", (1, 4))
     trace = read_trace(data)
-    assert trace.version == (1, 2)
+    assert trace.version == (1, 3)
     assert list(trace.iter_decoded()) == every_kind_events()
 
 

@@ -89,6 +89,8 @@ def every_kind_events() -> list[tuple[Any, ...]]:
         (Kind.COMPLETE, 759, 0, 0, 0),
         (Kind.WAIT_END, 759, 0, 0, 754),
         (Kind.HOST_READ, 759, 0, 0),
+        (Kind.ISSUE, 760, 0, 3, "exp", -1, -1, 65536, (64, 128), "f32", True, a),
+        (Kind.READS, 760, 0, 3, 0),
         (Kind.IPCQ_RECV, 800, 0, 1, 1, 1),
         (Kind.SCRATCH_FREE, 900, 0, 0, 16384, 0),
         (Kind.ISSUE, 900, 1, 2, "recv_async", 2, -1, 256, (64,), "f32", False, helper),

@@ -29,6 +29,7 @@ scan_records (the values, checked, and the rows of each kind). Their column work
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +47,7 @@ from emulator.trace.bulk_columns import (
     token_values,
     windows,
 )
-from emulator.trace.schema import COMPOUNDS, FIELDS, Kind
+from emulator.trace.schema import COMPOUNDS, FIELDS, Kind, event_codes
 
 # The header of an array of 16 to 65535 items (a compound record of 16 items or more),
 # its count in the next 2 bytes; a fixarray holds up to 15.
@@ -89,17 +90,12 @@ assert [k for k, fields in FIELDS.items() if any(t in ("bool", "shape") for _, t
 assert all(Kind.ISSUE not in kinds[1:] for kinds in COMPOUNDS.values())
 _ISSUE_CODES = [code for code, kinds in _COMPONENTS.items() if kinds[0] == Kind.ISSUE]
 _MAX_KIND = 128
-_KNOWN = np.zeros(_MAX_KIND, dtype=bool)
-_KNOWN[list(FIELDS)] = True
-_KNOWN_WITH_COMPOUNDS = _KNOWN.copy()
-_KNOWN_WITH_COMPOUNDS[list(COMPOUNDS)] = True
 _WIDTHS = np.zeros(_MAX_KIND, dtype=np.int64)
 _EVENTS = np.zeros(_MAX_KIND, dtype=np.int64)  # events a record of each code stands for
 for _code, _kinds in _COMPONENTS.items():
     _WIDTHS[_code], _EVENTS[_code] = _WIDTH[_code], len(_kinds)
 _IS_DEFINITION = np.zeros(_MAX_KIND, dtype=bool)
 _IS_DEFINITION[list(_DEFINITIONS)] = True
-assert not _KNOWN_WITH_COMPOUNDS[0]  # a record with no kind (-1) is looked up at 0
 _IS_ISSUE = np.zeros(_MAX_KIND, dtype=bool)
 _IS_ISSUE[_ISSUE_CODES] = True
 
@@ -253,11 +249,24 @@ class Records:
         return self.end
 
 
-def scan_block(block: bytes | bytearray | memoryview, compounds: bool = False) -> BlockScan:
+@functools.lru_cache(maxsize=16)
+def event_mask(codes: frozenset[int]) -> np.ndarray:
+    """Per record code below 128, whether records of it are events: ``codes``, a
+    frozenset of ``schema.event_codes`` (those of a file's version; compound records
+    are split into the events they stand for). Not to be modified (it is shared)."""
+    mask = np.zeros(_MAX_KIND, dtype=bool)
+    mask[[code for code in codes if code in _COMPONENTS]] = True
+    # A record with no kind (-1) is looked up at 0, which is never an event.
+    assert not mask[0]
+    mask.flags.writeable = False
+    return mask
+
+
+def scan_block(block: bytes | bytearray | memoryview, known: np.ndarray | None = None) -> BlockScan:
     """Scan ``block``, which starts at a record boundary (see the module docstring);
-    with ``compounds`` (a file of format 1.2 or later), compound records are events too,
-    each split into the events it stands for."""
-    return scan_records(find_records(block), compounds)
+    ``known`` (an ``event_mask``, by default that of this reader's own version) says
+    which codes are events: another code ends the scan as ``unusual``."""
+    return scan_records(find_records(block), known)
 
 
 def find_records(block: bytes | bytearray | memoryview) -> Records:
@@ -307,7 +316,7 @@ def find_records(block: bytes | bytearray | memoryview) -> Records:
     return Records(data, tokens, first, cls, bool(len(foreign)), end, items, starts, count)
 
 
-def scan_records(block: Records, compounds: bool = False) -> BlockScan:
+def scan_records(block: Records, known: np.ndarray | None = None) -> BlockScan:
     """The rest of scan_block: the records find_records found in a block, checked, and
     their events gathered into rows per kind."""
     data, tokens, first, cls = block.data, block.tokens, block.first, block.cls
@@ -336,7 +345,8 @@ def scan_records(block: Records, compounds: bool = False) -> BlockScan:
     has_kind = (cls[starts] == ARRAY) & (record_tokens >= 2) & (first[kind_token] < 0x80)
     kinds = np.where(has_kind, values[kind_token], -1)
     n_items = items[starts]
-    known = _KNOWN_WITH_COMPOUNDS if compounds else _KNOWN
+    if known is None:
+        known = event_mask(event_codes(wire.FORMAT_VERSION))
     # A kind is a positive fixint (checked in has_kind), else -1: a table of 128 serves.
     code_at = np.maximum(kinds, 0)
     is_event = known.take(code_at)

@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 
 from emulator.trace import wire
-from emulator.trace.bulk import BlockScan, Records, find_records, scan_records
+from emulator.trace.bulk import BlockScan, Records, event_mask, find_records, scan_records
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.files import Chunks
 from emulator.trace.records import RecordChecks
@@ -104,6 +104,8 @@ class Parser(RecordChecks):
         self.header: dict[str, Any] = {}
         self.version: tuple[int, int] | None = None
         self.lenient = False  # a newer minor version: skip what we do not know
+        # Codes of the records that are events in this file's version (set by read_header).
+        self.event_codes: frozenset[int] = frozenset()
         self.sources: dict[str, str] = {}
         self.strings: list[str] = []
         self.locs: list[SourceLoc] = []
@@ -309,7 +311,9 @@ class Parser(RecordChecks):
         exact path has to read past before the fast path takes over again.
         """
         buf = bytearray(kept)
-        compounds = self.version is not None and self.version >= (1, 2)
+        # The codes that are events in this file's version (compounds from 1.2, READS from
+        # 1.3): any other ends a scan as unusual, for the exact path to refuse.
+        known = event_mask(self.event_codes)
         # Bytes scanned at once: a block, but fewer after a definition, growing back,
         # so that definitions close together do not each cost a scan of a block.
         window = BULK_BYTES
@@ -350,7 +354,7 @@ class Parser(RecordChecks):
                     if worker is None:
                         worker = ThreadPoolExecutor(1, thread_name_prefix="kbdebug-scan")
                     if job is None:
-                        job = worker.submit(scan_records, records, compounds)
+                        job = worker.submit(scan_records, records, known)
                     # The next turn's read, done now.
                     if len(buf) - stop < BULK_BYTES and fed < total:
                         chunk = self.chunks.read(min(BULK_BYTES - len(buf) + stop, total - fed))
@@ -364,9 +368,9 @@ class Parser(RecordChecks):
                     if scan.stop != stop:
                         ahead = None  # an unusual record: the exact path reads on from it
                     else:
-                        pending = worker.submit(scan_records, ahead, compounds)
+                        pending = worker.submit(scan_records, ahead, known)
                 else:
-                    scan = scan_records(records, compounds) if job is None else job.result()
+                    scan = scan_records(records, known) if job is None else job.result()
                 if scan.stop and not self.apply_scan(scan, buf, pos):
                     # An event out of range: the exact path reads the block again, to name it.
                     self.resume_at = pos + scan.stop - 1

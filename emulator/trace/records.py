@@ -18,7 +18,16 @@ from emulator.trace.rules import (
     is_shape,
     make_checks,
 )
-from emulator.trace.schema import CHANNEL_KINDS, STATUSES, Kind, SourceLoc
+from emulator.trace.schema import (
+    CHANNEL_KINDS,
+    COMPOUNDS,
+    COMPOUNDS_SINCE,
+    KIND_SINCE,
+    STATUSES,
+    Kind,
+    SourceLoc,
+    event_codes,
+)
 
 
 class RecordChecks:
@@ -44,9 +53,10 @@ class RecordChecks:
         code = record[0]
         if type(code) is not int:
             self.fail(f"record kind must be an int, got {describe(code)}", start)
-        if code in RULES:
+        known = code in self.event_codes
+        if known and code in RULES:
             return self.checked_event(record, start)
-        if code in COMPOUND_RULES and self.version is not None and self.version >= (1, 2):
+        if known and code in COMPOUND_RULES:
             self.bad_compound(record, start)
         if code == wire.DEFINE_STRING:
             self.define_string(record, start)
@@ -59,8 +69,23 @@ class RecordChecks:
         elif self.lenient and code in wire.EVENT_CODES:
             self.skip_event(record, start)
         elif not (self.lenient and code in wire.DEFINITION_CODES):
-            self.fail(f"unknown record kind {code}", start)
+            self.fail(f"unknown record kind {code}{self.added_later(code)}", start)
         return None
+
+    def added_later(self, code: int) -> str:
+        """For an error: what ``code`` is in a later version than this file's, if anything."""
+        if code in COMPOUNDS:
+            since, what = COMPOUNDS_SINCE, "a compound record"
+        elif code in RULES and Kind(code) in KIND_SINCE:
+            since, what = KIND_SINCE[Kind(code)], f"{Kind(code).name}, an event kind"
+        else:
+            return ""
+        if self.version is None or self.version >= since:
+            return ""
+        return (
+            f" ({what} of format {since[0]}.{since[1]} and later;"
+            f" this file is {self.version[0]}.{self.version[1]})"
+        )
 
     def checked_event(self, record: list[Any], start: int) -> list[Any]:
         """``record`` without the extra fields a newer minor version may add, if it is then
@@ -255,9 +280,11 @@ class RecordChecks:
         self.header = header
         self.version = (major, minor)
         self.checks, self.defined = make_checks(self.n_pes, self.n_channels, self.max_id)
-        if self.version < (1, 2):
-            # Compound records came with 1.2: in an older file their codes are unknown.
-            for code in COMPOUND_RULES:
+        # Codes added by a later version than the file's (compound records in 1.2, READS
+        # in 1.3) are unknown in it.
+        self.event_codes = event_codes(self.version)
+        for code in list(self.checks):
+            if code not in self.event_codes:
                 del self.checks[code]
         self.fast = self.on_tables is not None and not self.lenient
 

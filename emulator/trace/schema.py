@@ -58,6 +58,8 @@ class Kind(IntEnum):
     IPCQ_RECV = 15
     DEADLOCK = 16
     HOST_READ = 17
+    # 18..24 are compound record codes (COMPOUNDS), never event kinds.
+    READS = 25
 
 
 # Fields after the common (kind, time, pe) prefix, in emission order.
@@ -106,7 +108,21 @@ FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
     # waited so far). At most once per future; for -1, at most once between commands.
     # Since format 1.1.
     Kind.HOST_READ: (("future", "int"),),
+    # Command cmd, issued just before (a compute, a store or a send), consumes the data
+    # of load or receive future: one of its operands is a tensor in that future's
+    # scratch buffer, or a view of one (x[...], tl.trans(x)). Not through computed
+    # tensors (a READS names only direct operands); host reads are HOST_READ. Written
+    # right after cmd's ISSUE (or the compound record holding it), on its PE at its
+    # cycle, once per (cmd, future): a command reads at most a few. Since format 1.3.
+    Kind.READS: (("cmd", "int"), ("future", "int")),
 }
+
+# The format version that added each event kind a file of an older version must not
+# hold (its code is unknown there, as any other). HOST_READ (1.1) predates this check:
+# a reader still takes it in a 1.0 file.
+KIND_SINCE: dict[Kind, tuple[int, int]] = {Kind.READS: (1, 3)}
+# The format version that added compound records.
+COMPOUNDS_SINCE = (1, 2)
 
 # Compound records (format 1.2): one record standing for a run of events that happen on
 # one PE in one cycle, one right after the other, in the order listed. Its fields are
@@ -130,6 +146,15 @@ COMPOUNDS: dict[int, tuple[Kind, ...]] = {
     # A wait on a future already done: it began and ended in one cycle (stalled 0).
     24: (Kind.WAIT_BEGIN, Kind.WAIT_END),
 }
+
+
+def event_codes(version: tuple[int, int]) -> frozenset[int]:
+    """The record codes that stand for events (event kinds and compound records) in a
+    file of format ``version``: those this module defines and that version had."""
+    codes = {int(kind) for kind in FIELDS if KIND_SINCE.get(kind, (1, 0)) <= version}
+    if version >= COMPOUNDS_SINCE:
+        codes.update(COMPOUNDS)
+    return frozenset(codes)
 
 
 def compound_fields(code: int) -> tuple[tuple[str, str], ...]:

@@ -7,8 +7,8 @@ FORMAT_NAME = "kbt"
 
 # (major, minor) written by TraceWriter and read by this reader. A minor bump adds what
 # older readers skip (1.2's compound records are skipped, and the footer's count then
-# refuses the file: see traces/FORMAT.md, Versions).
-FORMAT_VERSION = (1, 2)
+# refuses the file; 1.3's READS events are skipped: see traces/FORMAT.md, Versions).
+FORMAT_VERSION = (1, 3)
 
 # Record codes outside the event kinds of emulator.trace.schema.Kind.
 DEFINE_STRING = 0  # [0, text]: the next string id
@@ -18,8 +18,10 @@ EMBED_SOURCE = 101  # [101, file, text]: the source text of a kernel file
 # kernel line caller_loc_id; follows loc_id's definition (since 1.1).
 DEFINE_LOC_CALLER = 102
 
-# Codes a newer minor version may add. Event records of unknown kinds still start
-# with [code, dt, pe] (the reader applies dt and skips them); definition records of
+# Codes of event records (event kinds 1..17 and 25, compound records 18..24, see
+# schema.event_codes) and codes a newer minor version may add (26..99 for events,
+# 103..127 for definitions). Event records of unknown kinds still start with
+# [code, dt, pe] (the reader applies dt and skips them); definition records of
 # unknown kinds are skipped whole.
 EVENT_CODES = range(1, 100)
 DEFINITION_CODES = range(100, 128)
