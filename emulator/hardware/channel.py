@@ -118,11 +118,11 @@ class Channel:
             self._emit(_REQUEST, now, self.pe, self.cid, cmd)
         if not self.busy and not self.queue:
             self.busy = True
-            if not latency and on_complete is None and future < 0:
+            if not latency and on_complete is None:
                 # Nothing happens between release and completion: the hold's own
                 # event is the completion, which saves an event per compute command.
-                # Never for a future: a timeout counts as triggered from its creation,
-                # so tl.wait would take a load's data before its transfer ended.
+                # (A timeout counts as triggered from its creation: tl.wait asks
+                # whether it was processed.)
                 # (_grant, inlined: this is every compute command's path.)
                 if self._emit is not None and not recorded:
                     self._emit(_GRANT, now, self.pe, self.cid, cmd)

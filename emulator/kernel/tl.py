@@ -39,6 +39,7 @@ from emulator.trace.schema import Kind, SourceLoc
 _WAIT_BEGIN = Kind.WAIT_BEGIN
 _WAIT_END = Kind.WAIT_END
 _HOST_READ = Kind.HOST_READ
+_READS = Kind.READS
 
 if TYPE_CHECKING:
     from emulator.kernel.runner import Launch
@@ -163,6 +164,7 @@ class TL:
         if self._emit_compound is not None:
             fields = (cmd, "store", fid, int(ptr), data.nbytes, data.shape, dtype, False, loc)
             self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "memory", "dma_write")
+            self._reads(cmd, now, pe, x, None)
         launch.log_op(now, pe, "memory", "dma_write")
         self._charge_issue()
         event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
@@ -203,7 +205,10 @@ class TL:
                 loc,
             )
         emit, start = self._emit, self._env.now
-        if handle.event.triggered:  # handle.done, inlined: most waits of a good pipeline
+        event = handle.event
+        # handle.done, inlined (most waits of a good pipeline). A load without latency
+        # completes with its hold's timeout, which counts as triggered from its creation.
+        if event.triggered and (event.callbacks is None or type(event) is not simpy.Timeout):
             if self._emit_compound is not None:
                 self._emit_compound(WAIT_DONE, start, self._pe.pe, handle.id, loc, handle.id, 0)
         else:
@@ -251,12 +256,13 @@ class TL:
             )
         out = np.matmul(as_f32(x), as_f32(y))
         macs = x.shape[0] * x.shape[1] * y.shape[1]
-        self._compute("dot", "gemm", self._pe.gemm, self._pe.gemm_cycles(macs), out, loc)
+        self._compute("dot", "gemm", self._pe.gemm, self._pe.gemm_cycles(macs), out, loc, a, b)
         return TensorHandle(self, out)
 
     def trans(self, x: Any) -> TensorHandle:
-        """The transpose (a layout change, free)."""
-        return TensorHandle(self, self._array(x, None).T)
+        """The transpose (a layout change, free): a view, in the same scratch buffer."""
+        data = self._array(x, None).T
+        return TensorHandle(self, data, x.buffer if isinstance(x, TensorHandle) else None)
 
     def exp(self, x: Any) -> TensorHandle:
         """Elementwise e**x on the MATH engine."""
@@ -301,14 +307,14 @@ class TL:
             out = x._values().astype(to_numpy(dtype))
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
-        self._compute("cast", "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
+        self._compute("cast", "math", self._pe.math, self._pe.math_cycles(out.size), out, loc, x)
         return TensorHandle(self, out)
 
     def _unary(self, op: str, fn: Callable, x: Any) -> TensorHandle:
         loc = self._caller(3) if self._emit is not None else None
         a = self._array(x, loc)
         out = fn(a)
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc, x)
         return TensorHandle(self, out)
 
     def _binary(self, op: str, fn: Callable, x: Any, y: Any) -> TensorHandle:
@@ -325,7 +331,7 @@ class TL:
             ) from None
         if type(out) is not np.ndarray:  # numbers on both sides give a numpy scalar
             out = np.asarray(out)
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc, x, y)
         return TensorHandle(self, out)
 
     def _reduce(self, op: str, fn: Callable, x: Any, axis: int | None) -> TensorHandle:
@@ -337,7 +343,7 @@ class TL:
             raise self._error(
                 ShapeError, f"cannot reduce shape {a.shape} along axis {axis}", loc
             ) from None
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc)
+        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc, x)
         return TensorHandle(self, out)
 
     def _compute(
@@ -348,8 +354,14 @@ class TL:
         cycles: int,
         out: np.ndarray,
         loc: SourceLoc | None,
+        a: Any = None,
+        b: Any = None,
     ) -> None:
-        """Record the command, block while the engine works (``loc`` None: not traced)."""
+        """Record the command, block while the engine works (``loc`` None: not traced).
+
+        ``a`` and ``b``: its operands as the kernel passed them (tensors, arrays or
+        numbers); traced, a READS follows its ISSUE for each loaded or received one.
+        """
         launch, pe, env = self._launch, self._pe.pe, self._env
         now = env.now
         cmd = launch.next_cmd()
@@ -368,6 +380,8 @@ class TL:
                 emit_compound(
                     ISSUE_REQUESTED, now, pe, *fields, "compute", engine_name, engine.cid, cmd
                 )
+                if a is not None:
+                    self._reads(cmd, now, pe, a, b)
             self._switch(engine.submit(cmd, cycles, recorded=emit_compound is not None))
             return
         # A free engine: its hold's end is the completion (_block_until, inlined).
@@ -378,6 +392,8 @@ class TL:
                 ISSUE_GRANTED, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc,
                 "compute", engine_name, cid, cmd, cid, cmd,
             )  # fmt: skip
+            if a is not None:
+                self._reads(cmd, now, pe, a, b)
             done = engine.submit(cmd, cycles, recorded=True)
         else:
             done = engine.submit(cmd, cycles)
@@ -439,6 +455,7 @@ class TL:
         if self._emit_compound is not None:
             fields = (cmd, "send", fid, -1, data.nbytes, data.shape, dtype, False, loc)
             self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "comm", "ipcq_send")
+            self._reads(cmd, now, pe, x, None)
         launch.log_op(now, pe, "comm", "ipcq_send")
         self._charge_issue()
         event = self._pe.send(cmd, fid, direction, data)
@@ -558,6 +575,24 @@ class TL:
             fid = -1
         if self._emit is not None:
             self._emit(_HOST_READ, self._env.now, self._pe.pe, fid)
+
+    def _reads(self, cmd: int, now: int, pe: int, a: Any, b: Any) -> None:
+        """Record (traced only) that command ``cmd``, just issued, consumes the data of
+        operands ``a`` and ``b``: a READS per load or receive whose scratch buffer holds
+        one of them (a view of it included: ``x[...]``, ``tl.trans(x)``), once per future.
+        A computed tensor, an array or a number reads none."""
+        first = -1
+        if isinstance(a, TensorHandle):
+            buffer = a.buffer
+            if buffer is not None and buffer.future is not None:
+                first = buffer.future.id
+                self._emit(_READS, now, pe, cmd, first)
+        if isinstance(b, TensorHandle):
+            buffer = b.buffer
+            if buffer is not None and buffer.future is not None:
+                fid = buffer.future.id
+                if fid != first:
+                    self._emit(_READS, now, pe, cmd, fid)
 
     def _recycled(self, x: TensorHandle) -> None:
         raise self._error(
