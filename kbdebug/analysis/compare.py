@@ -530,7 +530,11 @@ class Comparison:
         ]
 
 
-def _overall(bounds: list[PEBound]) -> float:
+def _overall(bounds: list[PEBound]) -> float | None:
+    """All PEs' bounds over their achieved times (capped at 1); None when the run did not
+    complete (it claims no efficiency)."""
+    if any(b.efficiency is None for b in bounds):
+        return None
     achieved = sum(b.achieved for b in bounds)
     return 1.0 if not achieved else sum(b.bound for b in bounds) / achieved
 

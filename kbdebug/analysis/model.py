@@ -271,7 +271,7 @@ class Model:
             bound = bounds[pe]
             efficiency = None
             if complete:
-                efficiency = min(bound, achieved) / achieved if achieved > 0 else 1.0
+                efficiency = bound / achieved if achieved > 0 else 1.0
             out.append(
                 PEBound(
                     pe=pe,

@@ -54,7 +54,7 @@ escapes them)::
                     "share": float}],    # busy_cycles / end_time
       "efficiency": [{"pe", "start", "end", "achieved",
                       "bound": int,      # critical-path lower bound of the kernel time
-                      "efficiency": float,   # bound / achieved
+                      "efficiency": float | None,   # bound / achieved; None: did not complete
                       "savings": int}],  # sum of the PE's findings' savings (may overlap)
       "stall_by_line": [{"loc": loc, "waits": int, "stall_cycles": int}],
       "futures": [{"id", "op", "pe", "addr" (int | null), "nbytes",
@@ -513,7 +513,9 @@ def render(
                     f"PE{b.pe}",
                     f"achieved {b.achieved:,}",
                     f"bound {b.bound:,}",
-                    f"efficiency {b.efficiency:.1%}",
+                    "did not complete"
+                    if b.efficiency is None
+                    else f"efficiency {b.efficiency:.1%}",
                     f"findings save ~{savings.get(b.pe, 0):,}"
                     + (f" ({_pct(savings.get(b.pe, 0) / b.achieved)})" if b.achieved else ""),
                 ]

@@ -197,6 +197,7 @@ def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
     if outcome != OK:
         return row  # the bound and findings of a run that did not complete cover only part
     bounds = pe_bounds(replay)
+    # The launch's bound: its last PE's, the same figure report and the app give per PE.
     bound = max((b.start + b.bound for b in bounds), default=0)
     row = replace(row, bound=int(bound), efficiency=bound / row.end_cycle if row.end_cycle else 1.0)
     try:

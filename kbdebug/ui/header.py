@@ -104,7 +104,10 @@ class StatusHeader(Widget):
         ]
         bound = self._bound()
         efficiency = efficiency_short = []
-        if bound is not None:
+        if bound is not None and bound.efficiency is None:
+            efficiency = [("  ", None), ("did not complete", value)]
+            efficiency_short = [("  ", None), ("incomplete", value)]
+        elif bound is not None:
             efficiency = [
                 ("  ", None),
                 (f"{bound.efficiency:.0%}", value),
