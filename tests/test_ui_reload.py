@@ -42,7 +42,7 @@ async def test_r_says_unchanged_then_reloads_a_changed_file_at_the_same_cycle(tm
         await settle(app, pilot)
         assert app.replay is not old
         assert app.replay.n_events == Replay.open(trace("decode_prefetch")).n_events
-        assert "reloaded: 3,376 events, at the same event (#33, cycle 561)" in header(app)
+        assert "reloaded: 3,472 events, at the same event (#33, cycle 561)" in header(app)
         assert app.replay.time == cycle == 561
         assert [type(bp).__name__ for bp in app.replay.breakpoints] == ["StalledWait"]
         await pilot.press("r")
