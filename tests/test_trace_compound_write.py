@@ -150,9 +150,16 @@ def test_written_without_compounds_the_same_run_gives_the_same_events(runs, labe
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_a_bundled_trace_holds_the_events_the_scenario_writes_today(runs, name):
     """The events of a bundled trace (order, cycles, fields) must not move, whichever
-    records carry them."""
-    bundled, _, _ = decode((BUNDLED / f"{name}.kbt").read_bytes())
-    assert decode(runs[name]["compound"])[0] == bundled
+    records carry them. A trace recorded before format 1.3 has no READS: today's run
+    holds exactly its events once its READS are left out (they only add)."""
+    data = (BUNDLED / f"{name}.kbt").read_bytes()
+    bundled, _, _ = decode(data)
+    today = decode(runs[name]["compound"])[0]
+    version = tuple(next(msgpack.Unpacker(io.BytesIO(data), strict_map_key=False))["version"])
+    if version < (1, 3):
+        assert any(event[0] == Kind.READS for event in today) or name == "gemm_composite"
+        today = [event for event in today if event[0] != Kind.READS]
+    assert today == bundled
 
 
 def test_the_project_reader_reads_compounds_as_their_events(runs):

@@ -380,7 +380,9 @@ class TL:
                 emit_compound(
                     ISSUE_REQUESTED, now, pe, *fields, "compute", engine_name, engine.cid, cmd
                 )
-                if a is not None:
+                if (isinstance(a, TensorHandle) and a.buffer is not None) or (
+                    isinstance(b, TensorHandle) and b.buffer is not None
+                ):
                     self._reads(cmd, now, pe, a, b)
             self._switch(engine.submit(cmd, cycles, recorded=emit_compound is not None))
             return
@@ -392,7 +394,10 @@ class TL:
                 ISSUE_GRANTED, now, pe, cmd, op, -1, -1, out.nbytes, out.shape, dtype, True, loc,
                 "compute", engine_name, cid, cmd, cid, cmd,
             )  # fmt: skip
-            if a is not None:
+            # Most operands are computed tensors (no buffer): no call for them.
+            if (isinstance(a, TensorHandle) and a.buffer is not None) or (
+                isinstance(b, TensorHandle) and b.buffer is not None
+            ):
                 self._reads(cmd, now, pe, a, b)
             done = engine.submit(cmd, cycles, recorded=True)
         else:
