@@ -20,6 +20,7 @@ from trace_synth import every_kind_events, footer_record, header_record, pack_ob
 
 from emulator import HardwareConfig, Memory, MemoryRecorder, run_kernel
 from emulator.kernel.tl import TL
+from emulator.recorder import TeeRecorder
 from emulator.scenarios import SCENARIOS
 from emulator.trace import bulk, parser, wire
 from emulator.trace.reader import read_trace, read_trace_tables
@@ -419,6 +420,36 @@ def test_bundled_traces_of_older_versions_still_read_on_both_paths():
         assert (1, 0) <= version <= wire.FORMAT_VERSION
         if version < (1, 3):
             assert all(e[0] != Kind.READS for e in exact[-1]), name
+
+
+class WithoutReads(TraceWriter):
+    """A writer as an older version's wrote: no READS (the caller sets the version)."""
+
+    def emit(self, kind, *args):
+        if kind != Kind.READS:
+            super().emit(kind, *args)
+
+
+@pytest.mark.parametrize("version", [(1, 1), (1, 2)])
+@pytest.mark.parametrize("name", ["prefill", "ring_attention"])
+def test_a_run_written_as_an_older_version_reads_as_that_run_without_its_reads(
+    name, version, monkeypatch
+):
+    """A 1.1 (no compounds) or 1.2 file of today's run, as an older writer wrote it, reads
+    on both paths as the 1.3 file of the same run does, but for its READS."""
+    rec, new = MemoryRecorder(), io.BytesIO()
+    SCENARIOS[name]().run(recorder=TeeRecorder(TraceWriter(new), rec))
+    with monkeypatch.context() as patch:
+        patch.setattr(wire, "FORMAT_VERSION", version)
+        out = io.BytesIO()
+        SCENARIOS[name]().run(recorder=WithoutReads(out, compound=version >= (1, 2)))
+    old = out.getvalue()
+    exact = outcome(read_trace, old)
+    assert exact == outcome(read_trace_tables, old)
+    assert exact[2] == version
+    events = read_trace(new.getvalue()).events
+    assert exact[-1] == [e for e in events if e[0] != Kind.READS]
+    assert len(exact[-1]) < len(events) == len(rec.events)
 
 
 def test_the_fast_path_reads_the_reads_of_a_1_3_run_itself(tmp_path, monkeypatch):

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 MAGIC = b"KBDIDX\x00\x01"
 #: Bump when the layout or what is stored changes: older files are then ignored.
 #: 2: columns and positions int32 where their values allow (DTYPES).
+#: (Format 1.3's READS events changed neither: they are rows of the same columns, and
+#: the key names the trace format this reader reads, so no index a 1.2 reader built,
+#: without a 1.3 file's READS, is used by a 1.3 reader.)
 CACHE_FORMAT = 2
 # magic, then: meta length, meta CRC-32, arrays length, arrays CRC-32.
 _PREAMBLE = struct.Struct("<8sQIQI")

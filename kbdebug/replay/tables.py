@@ -67,8 +67,10 @@ class Columns:
     ``op`` holds string ids (ISSUE op, OP_LOG op, KERNEL_START name,
     KERNEL_ERROR message); ``aux`` the OP_LOG category string id, the scratch
     buffer id, or the IPCQ peer PE; ``val`` WAIT_END stalled cycles or scratch
-    bytes in use. Each is of its DTYPES dtype, or int64 (see DTYPES): cast to int64
-    before arithmetic that could leave the int32 range.
+    bytes in use. A READS (format 1.3) has ``cmd``, the command that consumes the
+    data, and ``fut``, the load or receive whose data it is (``kind == Kind.READS``
+    selects them; every other column is -1). Each is of its DTYPES dtype, or int64
+    (see DTYPES): cast to int64 before arithmetic that could leave the int32 range.
     """
 
     kind: np.ndarray
