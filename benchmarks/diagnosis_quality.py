@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes_seen = sorted({size for _, size in stats} | set(clean), key=_size_order)
     header = f"{'rule':6s} {'size':7s} {'pairs':>5s} {'recall':>7s} {'right line':>10s} "
-    header += f"{'saving err':>10s} {'false pos':>9s}"
+    header += f"{'saving err':>10s} {'within 20%':>10s} {'false pos':>9s}"
     print(header)
     for rule in sorted({rule for rule, _ in stats}):
         for size in sizes_seen:
@@ -106,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         per_size[size] = t
     for size in sizes_seen:
         c = clean.get(size, dict(kernels=0, fp=0))
-        print(f"{'clean':6s} {size:7s} {c['kernels']:5d} {'':>7s} {'':>10s} {'':>10s} {c['fp']:9d}")
+        print(
+            f"{'clean':6s} {size:7s} {c['kernels']:5d} {'':>7s} {'':>10s} {'':>10s} {'':>10s} "
+            f"{c['fp']:9d}"
+        )
     total = _blank()
     for size in sizes_seen:
         _row("total", size, per_size[size])
@@ -137,7 +140,12 @@ def _row(name, size, s):
     recall = f"{s['found'] / pairs:.0%}" if pairs else "-"
     right = f"{s['right'] / pairs:.0%}" if pairs else "-"
     err = f"{statistics.median(s['errors']):.1%}" if s["errors"] else "-"
-    print(f"{name:6s} {size:7s} {pairs:5d} {recall:>7s} {right:>10s} {err:>10s} {s['fp']:9d}")
+    errors = s["errors"]
+    close = f"{sum(e <= 0.2 for e in errors)}/{len(errors)}" if errors else "-"
+    print(
+        f"{name:6s} {size:7s} {pairs:5d} {recall:>7s} {right:>10s} {err:>10s} {close:>10s} "
+        f"{s['fp']:9d}"
+    )
 
 
 if __name__ == "__main__":

@@ -63,57 +63,35 @@ def _ids(items):
 # Where the analysis is known to fall short, said once here and checked to still fail
 # (strict): a fix that lands makes its xfail an error, so the list cannot go stale.
 # Keyed by module name: a limit holds at every size of the module.
+#: Measured misses, by test and entry id (``name-size`` for an entry with sizes): strict,
+#: so a change that makes one pass is noticed and its entry removed.
 KNOWN_LIMITS = {
-    ("line", "gamma_blocking_prologue"): "the fix moves a blocking load's wait below work "
-    "that does not read it; the trace does not say which compute reads which tile",
-    ("saving", "gamma_blocking_prologue"): "as above: no finding, so no saving",
     ("line", "gather_rows_reverse_generator"): "waits inside a generator: the kernel frame "
     "is at the line that resumes the generator, not where it was created",
-    ("saving", "ring_attention_send_waited"): "the saving is re-timed per PE with the "
-    "neighbours' sends as recorded; on a ring every PE's fix also speeds up its neighbours",
+    ("line", "ring_scale_queued_behind_tiles-small"): "moving the scale's wait below the "
+    "GEMM (KB104) gains a little more than issuing the scale first (KB103) at 4 tiles",
+    ("saving", "ring_scale_queued_behind_tiles-small"): "as above: no KB103 finding",
+    ("line", "twopass_workspace_store_waited-small"): "at 4 tiles the pass-2 reload's "
+    "KB102 (legal while the store waits stay early) is reported beside the KB108",
+    ("saving", "circular_cache_stencil_blocking-small"): "a 3-tile kernel: the re-timed "
+    "prefetch moves the prologue's loads differently from the fixed twin",
+    ("saving", "gamma_blocking_prologue"): "the fix also issues the tiles before the gain; "
+    "the re-timed edit only moves the gain's wait",
+    ("saving", "ring_modulo_depth2_shallow-small"): "a short kernel: the re-timed depth "
+    "differs from the fixed twin's",
+    ("saving", "tiled2d_gemm_next_step_depth1-small"): "as above",
     ("saving", "window_newest_first"): "the re-timed fix waits in issue order but keeps "
     "each tile's work where it was; the real fix also reorders that work",
 }
-
-#: Measured misses of the dataflow model (issue 23 is open on them), by test and entry id:
-#: strict, so a fix that makes one pass is noticed and its entry removed.
 _AT_BOUND_MISSES = {
     ("twopass_workspace_store_waited-small-fixed", "bound"): "the read channel idles between "
     "the passes (the first reload waits for the last pass-1 store); the bound does not see it",
-}
-_OFF_LINE = "the finding is not on the marked line (measured, issue 23)"
-_OFF_SAVING = "the estimate is off by more than 20 % (measured, issue 23)"
-MISSES = {
-    ("line", "gather_bag_index_behind_rows-small"): _OFF_LINE,
-    ("line", "gather_bag_index_behind_rows-large"): _OFF_LINE,
-    ("line", "group_wait_newest_first-small"): _OFF_LINE,
-    ("line", "group_wait_newest_first-large"): _OFF_LINE,
-    ("line", "ipcq_chain_root_waits_recv_first-small"): _OFF_LINE,
-    ("line", "ipcq_chain_root_waits_recv_first-large"): _OFF_LINE,
-    ("line", "ring_scale_queued_behind_tiles-small"): _OFF_LINE,
-    ("line", "ring_scale_queued_behind_tiles-large"): _OFF_LINE,
-    ("line", "split_k_partials_send_waited"): _OFF_LINE,
-    ("line", "twopass_workspace_store_waited-small"): _OFF_LINE,
-    ("line", "window_newest_first"): _OFF_LINE,
-    ("saving", "circular_cache_stencil_blocking-small"): _OFF_SAVING,
-    ("saving", "gather_bag_index_behind_rows-small"): _OFF_SAVING,
-    ("saving", "gather_bag_index_behind_rows-large"): _OFF_SAVING,
-    ("saving", "gather_rows_reverse_generator"): _OFF_SAVING,
-    ("saving", "group_wait_newest_first-small"): _OFF_SAVING,
-    ("saving", "group_wait_newest_first-large"): _OFF_SAVING,
-    ("saving", "ipcq_chain_root_waits_recv_first-small"): _OFF_SAVING,
-    ("saving", "ipcq_chain_root_waits_recv_first-large"): _OFF_SAVING,
-    ("saving", "ring_attention_send_waited"): _OFF_SAVING,
-    ("saving", "ring_modulo_depth2_shallow-small"): _OFF_SAVING,
-    ("saving", "ring_scale_queued_behind_tiles-small"): _OFF_SAVING,
-    ("saving", "ring_scale_queued_behind_tiles-large"): _OFF_SAVING,
-    ("saving", "tiled2d_gemm_next_step_depth1-small"): _OFF_SAVING,
 }
 
 
 def _limit(test, entry):
     """Why ``entry`` is expected to fail ``test`` (None: it must pass)."""
-    return MISSES.get((test, entry.id)) or KNOWN_LIMITS.get((test, entry.name))
+    return KNOWN_LIMITS.get((test, entry.id))
 
 
 def _params(test):
@@ -121,9 +99,7 @@ def _params(test):
         pytest.param(
             e,
             id=e.id,
-            # The measured misses are not strict: some depend on which traces the
-            # session recorded first (ring_attention_send_waited passes alone).
-            marks=[pytest.mark.xfail(strict=(test, e.id) not in MISSES, reason=_limit(test, e))]
+            marks=[pytest.mark.xfail(strict=True, reason=_limit(test, e))]
             if _limit(test, e)
             else [],
         )

@@ -109,6 +109,8 @@ JOINT_SHARE = 0.8
 # Charge order of a wait's avoidable stall when several rules touch it.
 _PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109", "KB110")
 _STREAM_RULES = ("KB101", "KB102", "KB107")
+#: Rules whose fix moves issues (the others move or drop waits, or merge calls).
+ISSUE_RULES = ("KB101", "KB102", "KB103", "KB107")
 
 # What a finding is (kbdebug.analysis.finding) stays importable from here.
 __all__ = [
@@ -141,9 +143,16 @@ def find_all(replay) -> list[Finding]:
         key: _launch_gain(model, {d.prog.pe: d.edit(g) for d, g in items})
         for key, items in by_line.items()
     }
+    # What every finding's fix explains of each PE's gap, all applied together on the mesh
+    # (a PE slowed by its neighbour's late send is explained by the neighbour's finding).
+    edits = {d.prog.pe: d.edit(*(g for g, _ in d.groups())) for d in diagnoses if d.groups()}
+    explained: dict[int, int] = {}
+    if edits:
+        lengths, _ = simulate_launch(model, edits, model.recorded)
+        explained = {pe: model.recorded[pe] - min(n, NEVER) for pe, n in lengths.items()}
     findings: list[Finding] = []
     for d in diagnoses:
-        findings.extend(d.findings(launch_gain))
+        findings.extend(d.findings(launch_gain, explained.get(d.prog.pe, 0)))
     findings.sort(key=lambda f: (f.events[0] if f.events else f.start, f.id))
     return findings
 
@@ -448,8 +457,10 @@ class _Diagnosis:
             queued = np.flatnonzero((grant > request) & stalled & ~(self.blocking[on] > 0))
             culprit = np.full(len(queued), -1, dtype=np.int64)
             for d in range(1, QUEUE_LOOKBACK + 1):
+                # The farthest load ahead in the queue that is needed later: the issue
+                # moves above all of them.
                 j = queued - d
-                ok = (j >= 0) & (culprit < 0)
+                ok = j >= 0
                 if not ok.any():
                     break
                 j = np.where(ok, j, 0)
@@ -504,10 +515,12 @@ class _Diagnosis:
 
         # A wait placed before work that does not need its value, and a load issued late:
         # where both fixes touch the same waits, the one that gains more is the finding.
+        # Waits on the newest pending load first are re-timed taking the loads in issue
+        # order (each tile's work with it) as well as at their first uses.
+        early = wait_edits.out_of_order_groups(self)
         if self.prog.knows_reads:
-            early = wait_edits.early_wait_groups(self, "KB104")
-        else:
-            early = wait_edits.out_of_order_groups(self)
+            early += wait_edits.early_wait_groups(self, "KB104")
+            early += wait_edits.early_wait_groups(self, "KB101")
         # A load that queued behind later-needed loads is KB103's only when reordering
         # the issues pays more than issuing it ahead (then the order is the mistake).
         queued = {g.loc_id: g for g in self.queued_groups()}
@@ -517,22 +530,25 @@ class _Diagnosis:
             gain = self.gain(g)
             if rival is not None:
                 rival_gain = self.gain(rival) if rival.cmds else 0
-                # A tie goes to KB103 unless the load was also issued late (KB101/KB102):
-                # moving a load that is not late above another one is a reorder.
-                if rival_gain > 1.02 * gain or (g.rule == "KB107" and rival_gain >= 0.98 * gain):
+                # A tie goes to KB103: reordering the issues is the smaller edit.
+                if rival_gain >= 0.98 * gain:
                     continue
                 del queued[g.loc_id]
             streams.append((g, gain))
         streams = self._together([(g, self.gain(g)) for g, _ in _merged(streams)])
-        candidates = [(g, self.gain(g)) for g in early] + streams
-        chosen: list[tuple[_Group, int]] = []
-        for g, gain in sorted(candidates, key=lambda x: -x[1]):
+        candidates = [(g, self.gain(g)) for g in [*early, *queued.values()]] + streams
+
+        # The larger gain wins; a fix of the issues wins a near tie with one of the waits
+        # (the order or place of the issues is what the waits suffer from).
+        def rank(x: tuple[_Group, int]) -> float:
+            return -x[1] * (1.05 if x[0].rule in ISSUE_RULES else 1.0)
+
+        for g, gain in sorted(candidates, key=rank):
+            # A fix that touches waits another one already covers is not a second finding.
             if gain <= 0 or any(c in taken for c in g.cmds):
                 continue
-            chosen.append((g, gain))
+            found.append((g, gain))
             taken.update(g.cmds)
-        found.extend(chosen)
-        add(list(queued.values()))
         add(wait_edits.store_wait_groups(self))
         if self.prog.knows_reads:
             add(wait_edits.early_wait_groups(self, "KB109"))
@@ -589,7 +605,9 @@ class _Diagnosis:
         )
         return [(merged, joint), *left]
 
-    def findings(self, launch_gain: dict[tuple[str, int], int] | None = None) -> list[Finding]:
+    def findings(
+        self, launch_gain: dict[tuple[str, int], int] | None = None, explained: int = 0
+    ) -> list[Finding]:
         out = []
         floor = self.floor()
         for g, gain in self.groups():
@@ -598,7 +616,7 @@ class _Diagnosis:
             if saving < floor:
                 continue
             out.append(self._finding(g, saving, gain))
-        below = self._below_bound(self.joint)
+        below = self._below_bound(max(self.joint, explained))
         if below is not None:
             out.append(below)
         return out

@@ -348,6 +348,14 @@ def build_model(index: TraceIndex) -> Model:
     scratch_ev = np.flatnonzero(c.kind == Kind.SCRATCH_ALLOC)
     ended_ok = set(np.flatnonzero(c.kind == Kind.KERNEL_END).tolist())
     pe_ended = {int(c.pe[e]) for e in ended_ok}
+    store_ids = [i for i, name in enumerate(index.strings) if name == "store"]
+    is_store = np.isin(np.asarray(cmds.op, dtype=np.int64), store_ids)
+    store_lo = np.asarray(cmds.addr, dtype=np.int64)[is_store]
+    stores = (
+        store_lo,
+        store_lo + np.asarray(cmds.nbytes, dtype=np.int64)[is_store],
+        np.asarray(cmds.pe, dtype=np.int64)[is_store],
+    )
     run_ok = status in (None, "ok") and not index.truncated and index.footer is not None
     programs: dict[int, Program] = {}
     step_of_issue: dict[int, int] = {}
@@ -450,7 +458,7 @@ def build_model(index: TraceIndex) -> Model:
             for b, n in zip(read_by[mine].tolist(), read_cmd[mine].tolist(), strict=True)
             if b in step_of_cmd
         ]
-        _dependencies(prog, pairs, cmds.addr, cmds.nbytes)
+        _dependencies(prog, pairs, cmds.addr, cmds.nbytes, stores)
         prog.composites = {}
         for i, inside in inner.items():
             composite = composites_of(index, int(all_cmd[i]), inside, hold, hw)
@@ -463,8 +471,18 @@ def build_model(index: TraceIndex) -> Model:
     return Model(index, programs, step_of_issue, sender, complete)
 
 
-def _dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes) -> None:
-    """Fill ``prog``'s needs, first uses, fences and floors from what its steps read."""
+def _dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes, stores) -> None:
+    """Fill ``prog``'s needs, first uses, fences and floors from what its steps read.
+    ``stores``: (first byte, end, PE) of every store of the launch."""
+    lo_all, hi_all, pe_all = stores
+
+    def foreign(c: int) -> bool:
+        """Whether load ``c`` reads bytes another PE stores."""
+        if not len(lo_all) or not 0 <= c < len(addr):
+            return False
+        lo, hi = int(addr[c]), int(addr[c]) + int(nbytes[c])
+        return bool(((lo_all < hi) & (hi_all > lo) & (pe_all != prog.pe)).any())
+
     n = len(prog)
     kinds, cmds = prog.kind, prog.cmd
     issue_step: dict[int, int] = {}
@@ -506,10 +524,14 @@ def _dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes) -> 
             later = [u for u in uses.get(c, ()) if u > s]
             use = later[0] if later else n
             if kind == RECV:
-                # A received message may also say that data elsewhere is ready: what is
-                # issued after its wait stays after it.
+                # A received message may also say that data elsewhere is ready: a store
+                # or send issued after its wait, and a load of bytes another PE stores,
+                # stay after it.
                 nxt = s + 1
-                while nxt < n and kinds[nxt] not in (LOAD, STORE, SEND, RECV, BARRIER):
+                while nxt < n and not (
+                    kinds[nxt] in (STORE, SEND, BARRIER)
+                    or (kinds[nxt] == LOAD and foreign(cmds[nxt]))
+                ):
                     nxt += 1
                 use = min(use, nxt)
                 recv_need[s] = use

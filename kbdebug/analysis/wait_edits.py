@@ -26,15 +26,20 @@ def early_wait_groups(d: _Diagnosis, rule: str) -> list[_Group]:
     prog = d.prog
     kinds = prog.kind
     wanted = RECV if rule == "KB109" else LOAD
+    # KB101: a blocking tl.load whose data is first used below work that does not need
+    # it (its wait belongs there); KB104: a tl.load_async's wait placed too early.
+    blocking = rule == "KB101"
     futures = d.index.futures
     fut_of = d.index.commands.future
     by_loc: dict[int, list[int]] = defaultdict(list)
     moves: dict[int, float] = {}
     for c, s in d.wait_step.items():
         post = d.issue_step.get(c)
-        if post is None or kinds[post] != wanted or d.blocking[c]:
+        if post is None or kinds[post] != wanted or bool(d.blocking[c]) != blocking:
             continue
-        if d.avoidable.get(c, 0) <= 0:
+        # Any stall counts: one the data's arrival makes unavoidable at the wait may still
+        # hide under the work before the first use.
+        if d.stall.get(c, 0) <= 0:
             continue
         use = prog.first_use.get(s, s)
         # Work between the wait and the first use: what the wait held up for nothing.
@@ -48,6 +53,8 @@ def early_wait_groups(d: _Diagnosis, rule: str) -> list[_Group]:
         first = min(group, key=lambda c: d.wait_step[c])
         use = prog.first_use[d.wait_step[first]]
         info = {"use_loc": _step_loc(d, use), "kind": "receive" if rule == "KB109" else "load"}
+        if blocking:
+            info["ahead"] = 0
         out.append(_Group(rule, loc_id, group, keys, info=info))
     return out
 

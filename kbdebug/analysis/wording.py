@@ -44,6 +44,15 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
     """The message and the suggestion of a group's finding."""
     at, n, info = where(loc), len(g.cmds), g.info or {}
     lat = d.prog.hw.hbm_latency
+    if g.rule == "KB101" and info.get("ahead") == 0:
+        use = info.get("use_loc")
+        use_at = where(use) if use is not None else "its first use"
+        message = (
+            f"tl.load at {at} blocked {times(n)} for {stall:,} cycles, though its data is "
+            f"first used at {use_at}, below work that does not need it"
+        )
+        suggestion = f"issue it with tl.load_async and tl.wait just before {use_at}"
+        return message, suggestion
     if g.rule in ("KB101", "KB102", "KB107"):
         ahead = info["ahead"]
         tiles = "one tile" if ahead == 1 else f"{ahead} tiles"
