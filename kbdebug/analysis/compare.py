@@ -30,7 +30,7 @@ from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.align import CallKey, CallMap, LineMap
 from kbdebug.analysis.findings import Finding, find_all
 from kbdebug.analysis.identity import with_stable_ids
-from kbdebug.analysis.model import PEBound, pe_bounds
+from kbdebug.analysis.model import PEBound, launch_efficiency, pe_bounds
 from kbdebug.analysis.select import incomplete
 from kbdebug.replay.summary import Summary, summarize
 
@@ -531,12 +531,9 @@ class Comparison:
 
 
 def _overall(bounds: list[PEBound]) -> float | None:
-    """All PEs' bounds over their achieved times (capped at 1); None when the run did not
-    complete (it claims no efficiency)."""
-    if any(b.efficiency is None for b in bounds):
-        return None
-    achieved = sum(b.achieved for b in bounds)
-    return 1.0 if not achieved else sum(b.bound for b in bounds) / achieved
+    """The launch's efficiency (its last PE's bound over its end); None when the run did
+    not complete (it claims no efficiency)."""
+    return launch_efficiency(bounds)[1]
 
 
 def _future_of(index: Any, event: int) -> int:

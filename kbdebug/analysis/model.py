@@ -633,6 +633,19 @@ def _ints(column: np.ndarray) -> array[int]:
     return out
 
 
+def launch_efficiency(bounds: list[PEBound]) -> tuple[int, float | None]:
+    """(the launch's bound in cycles from its start: its last PE's; bound / achieved of the
+    launch, None when the run did not complete). What compare and sweep show."""
+    if not bounds:
+        return 0, None
+    start = min(b.start for b in bounds)
+    bound = max(b.start + b.bound for b in bounds) - start
+    achieved = max(b.end for b in bounds) - start
+    if any(b.efficiency is None for b in bounds):
+        return bound, None
+    return bound, bound / achieved if achieved > 0 else 1.0
+
+
 def model_of(replay: Replay) -> Model:
     """The model of ``replay``'s trace, built once and kept on the index."""
     index = replay.index
@@ -648,4 +661,13 @@ def pe_bounds(replay: Replay) -> list[PEBound]:
     return model_of(replay).bounds()
 
 
-__all__ = ["NONE", "NEVER", "PEBound", "Program", "build_model", "model_of", "pe_bounds"]
+__all__ = [
+    "NEVER",
+    "NONE",
+    "PEBound",
+    "Program",
+    "build_model",
+    "launch_efficiency",
+    "model_of",
+    "pe_bounds",
+]

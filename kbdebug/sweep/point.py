@@ -18,6 +18,7 @@ from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelErr
 from emulator.scenarios import Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.analysis import findings_of, pe_bounds, with_stable_ids
+from kbdebug.analysis.model import launch_efficiency
 from kbdebug.errors import UserError
 from kbdebug.outputs import Output
 from kbdebug.replay import Replay
@@ -197,9 +198,10 @@ def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
     if outcome != OK:
         return row  # the bound and findings of a run that did not complete cover only part
     bounds = pe_bounds(replay)
-    # The launch's bound: its last PE's, the same figure report and the app give per PE.
-    bound = max((b.start + b.bound for b in bounds), default=0)
-    row = replace(row, bound=int(bound), efficiency=bound / row.end_cycle if row.end_cycle else 1.0)
+    # The launch's bound (its last PE's) and efficiency, as compare shows them.
+    bound, efficiency = launch_efficiency(bounds)
+    start = min((b.start for b in bounds), default=0)
+    row = replace(row, bound=int(start + bound), efficiency=efficiency)
     try:
         findings = with_stable_ids(replay.index, findings_of(replay))
     except Exception as e:  # the run's numbers stand without its diagnosis: keep them
