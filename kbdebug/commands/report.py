@@ -30,13 +30,13 @@ all (``kbdebug.analysis.findings.MIN_SHARE``): below it, a fix is within what
 the first load's latency and the prologue move on short kernels, so the default
 gate counts every reported finding; raise it to gate only on larger ones.
 
-JSON schema ``kbdebug.report/2`` (``--json``); cycles are integers, a cycle is
+JSON schema ``kbdebug.report/3`` (``--json``); cycles are integers, a cycle is
 null when the event is not in the trace, a location is null or
 ``{"file", "line", "function"}``; strings from the trace are as recorded (JSON
 escapes them)::
 
     {
-      "schema": "kbdebug.report/2",
+      "schema": "kbdebug.report/3",
       "trace": str,                     # the path given
       "status": "ok" | "error" | "deadlock" | "interrupted" | "truncated",
       "complete": bool,                 # status ok and at least one event
@@ -66,7 +66,10 @@ escapes them)::
                     "rule", "title", "pe", "loc",
                     "call_loc": loc,    # the kernel line that called the helper, or null
                     "start", "end", "count",
-                    "saving": int,      # estimated cycles saved by fixing it
+                    "saving": int,      # cycles the launch's end moves earlier when it is
+                                        # fixed (on every PE that has it), re-timed
+                    "pe_saving": int,   # cycles this PE's own kernel saves
+                    "also": [loc],      # other lines the same fix changes
                     "share": float,     # saving / the PE's kernel time
                     "stall", "message", "suggestion", "events": [int]}],
                                         # largest saving first
@@ -98,7 +101,7 @@ from kbdebug.replay import Replay
 from kbdebug.replay.summary import FutureRow, Summary, futures_table, summarize
 from kbdebug.safe_text import escape
 
-SCHEMA = "kbdebug.report/2"
+SCHEMA = "kbdebug.report/3"
 #: Exit statuses (module docstring).
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
 #: Default --min-saving: a finding must be worth this share of its PE's kernel time
@@ -321,7 +324,7 @@ def to_json(
     reason: str | None = None,
     gate: Gate | None = None,
 ) -> dict[str, Any]:
-    """The report as a ``kbdebug.report/2`` document."""
+    """The report as a ``kbdebug.report/3`` document."""
     bounds = bounds or []
     gate = gate or Gate([], MIN_SAVING, [], [], reason)
     savings = _savings(findings)
@@ -373,6 +376,8 @@ def to_json(
                 "end": f.end,
                 "count": f.count,
                 "saving": f.saving,
+                "pe_saving": f.pe_saving,
+                "also": [_loc(x) for x in f.also],
                 "share": share_of(f, bounds),
                 "stall": f.stall,
                 "message": f.message,
@@ -462,8 +467,10 @@ def _finding_lines(f: Finding, share: float) -> list[str]:
         at += f", called from {_where(call_loc)}"
     lines = [
         f"  {escape(f.id, 512)}  {escape(f.title, 64)}",
-        f"      PE{f.pe}, {f.count:,}x, est. saving {f.saving:,} cycles ({_pct(share)})",
+        f"      PE{f.pe}, {f.count:,}x, est. saving {f.saving:,} cycles ({_pct(share)})"
+        + (f", this PE {f.pe_saving:,}" if f.pe_saving and f.pe_saving != f.saving else ""),
         f"      {at}" + (f"  [{escape(f.line_id, 512)}]" if f.line_id else ""),
+        *(f"      with {_where(x)}" for x in f.also),
         f"      {escape(f.message)}",
         f"      fix: {escape(f.suggestion)}",
     ]
