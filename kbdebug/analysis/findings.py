@@ -139,15 +139,19 @@ def find_all(replay) -> list[Finding]:
     for d in diagnoses:
         for g, _ in d.groups():
             by_line[(g.rule, g.loc_id)].append((d, g))
+    single = len(model.programs) == 1  # then the launch's gain is the PE's, re-timed already
+    gains = {(d.prog.pe, id(g)): gain for d in diagnoses for g, gain in d.groups()}
     launch_gain = {
-        key: _launch_gain(model, {d.prog.pe: d.edit(g) for d, g in items})
+        key: gains[(items[0][0].prog.pe, id(items[0][1]))]
+        if single
+        else _launch_gain(model, {d.prog.pe: d.edit(g) for d, g in items})
         for key, items in by_line.items()
     }
     # What every finding's fix explains of each PE's gap, all applied together on the mesh
     # (a PE slowed by its neighbour's late send is explained by the neighbour's finding).
     edits = {d.prog.pe: d.edit(*(g for g, _ in d.groups())) for d in diagnoses if d.groups()}
     explained: dict[int, int] = {}
-    if edits:
+    if edits and not single:  # one PE: its joint gain (d.joint) is what its fixes explain
         lengths, _ = simulate_launch(model, edits, model.recorded)
         explained = {pe: model.recorded[pe] - min(n, NEVER) for pe, n in lengths.items()}
     findings: list[Finding] = []
