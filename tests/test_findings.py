@@ -452,3 +452,62 @@ def test_a_wrong_bound_is_noticed(tmp_path, monkeypatch, wrong):
     monkeypatch.setattr(model.Model, "bound_lengths", property(lambda m: skewed(m)))
     with pytest.raises(AssertionError):
         _bound_checks(tmp_path)
+
+
+def _chain(tl, x_ptr, out_ptr, n, recv_first):
+    """A reduction down a 1 x P chain: each PE sums its n tiles, adds its left
+    neighbour's partial, passes the sum right; the last PE stores it."""
+    pe, pes = tl.program_id(0), tl.num_programs(0)
+    fin = tl.recv_async("left", (64, 64), "f32") if pe > 0 else None
+    if fin is not None and recv_first:
+        acc = tl.wait(fin) * 1.0
+    else:
+        acc = tl.zeros((64, 64), "f32")
+    futures = [
+        tl.load_async(x_ptr + (pe * n + j) * kf.TILE_BYTES, kf.TILE, "f16") for j in range(n)
+    ]
+    for f in futures:
+        acc = acc + tl.exp(tl.wait(f))
+    if fin is not None and not recv_first:
+        acc = acc + tl.wait(fin)
+    if pe + 1 < pes:
+        tl.wait(tl.send("right", acc))
+    else:
+        tl.store(out_ptr, acc)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pes=st.integers(2, 5),
+    n=st.integers(1, 4),
+    recv_first=st.booleans(),
+    latency=st.integers(0, 1200),
+    ipcq_latency=st.integers(0, 800),
+    issue=st.integers(0, 20),
+)
+def test_the_raw_bound_holds_on_every_pe_of_an_ipcq_chain(
+    tmp_path, pes, n, recv_first, latency, ipcq_latency, issue
+):
+    config = HardwareConfig(
+        mesh_rows=1,
+        mesh_cols=pes,
+        mesh_wrap=False,
+        hbm_latency=latency,
+        ipcq_latency=ipcq_latency,
+        issue_cycles=issue,
+    )
+    memory = Memory(size_bytes=pes * n * kf.TILE_BYTES + (1 << 16))
+    x_ptr = memory.put(np.ones((pes * n * 64, 64), np.float16))
+    out_ptr = memory.alloc(64 * 64 * 4)
+    path = tmp_path / "chain.kbt"
+    run_kernel(_chain, (x_ptr, out_ptr, n, recv_first), (pes,), memory, config, trace=path)
+    replay = Replay.open(path, cache=False)
+    bounds = {b.pe: b for b in pe_bounds(replay)}
+    assert len(bounds) == pes
+    for b in bounds.values():
+        assert b.bound <= b.achieved, b
+    for f in find_all(replay):
+        b = bounds[f.pe]
+        assert 0 < f.pe_saving <= b.achieved - b.bound
