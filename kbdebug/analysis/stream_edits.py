@@ -1,0 +1,235 @@
+"""The fixes of issues: edits that move loads earlier, for a PE's findings.
+
+KB101, KB102 and KB107 move a stream's loads ahead of their waits (one tile, or
+as deep as the re-timing gains most within scratch); KB103 moves a load above
+those queued ahead of it on the read channel that are needed later. Mixed into
+:class:`kbdebug.analysis.findings._Diagnosis`, whose state they read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from kbdebug.analysis.finding import IMMEDIATE_MAX_WORK
+from kbdebug.replay.index import NONE
+from kbdebug.replay.summary import event_times
+
+#: Deepest prefetch a re-timing tries (tiles ahead of the wait).
+MAX_AHEAD = 16
+#: Loads ahead in a channel's queue examined per queued load (KB103).
+QUEUE_LOOKBACK = 32
+
+
+@dataclass
+class _Group:
+    """Occurrences of one rule at one line: the commands, and the fix to re-time."""
+
+    rule: str
+    loc_id: int
+    #: Commands whose waits it covers (loads, stores, receives; composites for KB110).
+    cmds: list[int]
+    #: The fix: steps moved to new sort keys, steps dropped, waits re-pointed (step -> cmd),
+    #: steps' cycles replaced (step -> cycles).
+    moves: dict[int, float]
+    drops: frozenset[int] = frozenset()
+    repoint: dict[int, int] | None = None
+    cycles: dict[int, int] | None = None
+    #: Rule-specific figures for the message.
+    info: dict | None = None
+    #: Other lines this one fix changes (their loc ids).
+    also: tuple[int, ...] = ()
+
+
+class StreamEdits:
+    """KB101, KB102, KB107 and KB103 candidates of one PE's diagnosis."""
+
+    def _streams(self) -> dict[tuple[int, int], list[int]]:
+        """Loads by the line that issues them and the line that waits on them, in issue
+        order. A helper that issues every stream's loads from one line (a pipeline's
+        priming issues K0 and V0 from the same call) still has one stream per line
+        that consumes them."""
+        streams: dict[tuple[int, int], list[int]] = defaultdict(list)
+        futures = self.index.futures
+        fut_of = self.index.commands.future
+        for c in self.loads():
+            f = int(fut_of[c])
+            waited_at = int(futures.wait_loc[f]) if 0 <= f < len(futures.wait_loc) else NONE
+            streams[(int(self.loc[c]), waited_at)].append(c)
+        return streams
+
+    def _ahead_moves(self, stream: list[int], ahead: int, late: bool = True) -> dict[int, float]:
+        """Moves that issue each load of ``stream`` issued ``ahead`` tiles before its wait:
+        right after the wait of the load ``ahead`` places earlier in the stream (the
+        first ones where the stream's first load is, or, for a stream issued late, as
+        early as they can), never above a host read before it, never later than it was."""
+        keys: dict[int, float] = {}
+        primed = (self.barrier_before[self.issue_step[stream[0]]] if late else -1) + 0.5
+        for i, c in enumerate(stream):
+            s = self.issue_step[c]
+            if i >= ahead:
+                anchor = self.wait_step.get(stream[i - ahead], self.issue_step[stream[i - ahead]])
+                key = anchor + 0.5
+            elif late:
+                key = primed
+            else:  # primed where the stream's first load is issued
+                key = self.issue_step[stream[0]] - 0.5
+            key = max(key, self.barrier_before[s] + 0.5)
+            if key < s:
+                keys[s] = key + i * 1e-6
+        return keys
+
+    def _movable_work(self, stream: list[int], i: int) -> int:
+        """Chain work the ``i``-th issue of ``stream`` could move above: back to the
+        previous load's wait (the first: to the start), never above a host read."""
+        s = self.issue_step[stream[i]]
+        if i > 0:
+            prev = stream[i - 1]
+            lo = self.wait_step.get(prev, self.issue_step[prev]) + 1
+        else:
+            lo = 0
+        lo = max(lo, self.barrier_before[s] + 1)
+        return int(self.work[s] - self.work[lo]) if lo < s else 0
+
+    def _work_per_iteration(self, stream: list[int]) -> int:
+        """Median chain work between consecutive waits of the stream."""
+        waits = sorted(self.wait_step[c] for c in stream if c in self.wait_step)
+        if len(waits) < 2:
+            return 0
+        gaps = np.diff(self.work[np.array(waits)])
+        return int(np.median(gaps))
+
+    def _depth_cap(self, streams: list[list[int]]) -> int:
+        """The deepest prefetch the PE's scratch holds: the recorded peak plus one more
+        tile of every stream per extra tile ahead must fit its capacity."""
+        hw = self.prog.hw
+        nbytes = self.index.commands.nbytes
+        per_tile = sum(int(nbytes[s[0]]) for s in streams if s) or 1
+        extra = max(0, hw.scratch_bytes - self.prog.scratch_peak) // per_tile
+        return max(1, min(MAX_AHEAD, 1 + int(extra)))
+
+    def stream_groups(self, taken: set[int]) -> list[_Group]:
+        """KB101, KB102, KB107: loads whose waits stall for want of an earlier issue.
+
+        The streams are re-timed together (two loads of one tile only pay when both
+        move), each one tile ahead, or deeper at the depth whose re-timing gains most.
+        """
+        lat = self.prog.hw.hbm_latency
+        found = []
+        streams = self._streams()
+        # Streams that stall, and those issued beside them: a load whose wait never stalls
+        # may only be hiding behind another's (two loads of one step, both late).
+        if not any(self.avoidable.get(c, 0) > 0 for st in streams.values() for c in st):
+            return []
+        for (loc_id, _), stream in streams.items():
+            waited = [c for c in stream if c in self.stall and c not in taken]
+            if not waited:
+                continue
+            chosen = set(waited)
+            transfer = int(np.median([self.prog.transfer[c] for c in stream]))
+            per_iter = self._work_per_iteration(stream)
+            between = [
+                int(self.work[self.wait_step[c]] - self.work[self.issue_step[c] + 1])
+                for c in waited
+            ]
+            # Work between where the issue could be (after the previous tile's wait) and
+            # where it is: KB102 moves it up; with none, only a deeper prefetch helps.
+            movable = float(
+                np.median(
+                    [self._movable_work(stream, i) for i, c in enumerate(stream) if c in chosen]
+                )
+            )
+            late = movable >= IMMEDIATE_MAX_WORK * (transfer + lat)
+            rule = "KB101" if self.blocking[stream[0]] else "KB102" if late else "KB107"
+            info = {
+                "transfer": transfer,
+                "work": per_iter,
+                "between": int(np.median(between)),
+                "movable": int(movable),
+            }
+            found.append((loc_id, stream, waited, rule, info))
+        if not found:
+            return []
+        cap = self._depth_cap([stream for _, stream, _, _, _ in found])
+        # Depths to re-time: one tile, what latency over work suggests, and around it.
+        guesses = {1, 2, cap}
+        for _, _, _, _, info in found:
+            if info["work"] > 0:
+                need = math.ceil((info["transfer"] + lat) / info["work"])
+                guesses.update({need, need + 1, max(1, need - 1)})
+        depths = sorted(d for d in guesses if 1 <= d <= cap)
+        trials = []
+        for ahead in depths:
+            groups = []
+            for loc_id, stream, waited, rule, info in found:
+                moves = self._ahead_moves(stream, ahead, rule != "KB107")
+                groups.append(_Group(rule, loc_id, waited, moves, info={**info, "ahead": ahead}))
+            trials.append((self.gain(*groups), groups))
+        # The shallowest depth that gains (almost) the most: each tile ahead holds scratch.
+        top = max(gain for gain, _ in trials)
+        if top <= 0:  # moving the issues earlier only loses time: nothing to suggest
+            return []
+        return next(groups for gain, groups in trials if gain >= 0.95 * top)
+
+    def queued_groups(self) -> list[_Group]:
+        """KB103: loads that queued behind later-needed loads on their read channel."""
+        index = self.index
+        cmds = index.commands
+        t_req = event_times(index, cmds.request)
+        t_grant = event_times(index, cmds.grant)
+        t_rel = event_times(index, cmds.release)
+        loads = self.loads()
+        need_of = {c: self.wait_step.get(c, 1 << 60) for c in loads}
+        culprits: dict[int, int] = {}
+        for ch, info in enumerate(index.channels):
+            if info.get("kind") != "dma_read" or info.get("pe") != self.prog.pe:
+                continue
+            on = np.array(
+                [c for c in index.channel_cmds[ch].tolist() if c in need_of], dtype=np.int64
+            )
+            on = on[t_grant[on] >= 0] if len(on) else on
+            if len(on) < 2:
+                continue
+            on = on[np.argsort(t_grant[on], kind="stable")]
+            grant, request = t_grant[on], t_req[on]
+            transfer = np.array([self.prog.transfer[c] for c in on.tolist()], dtype=np.int64)
+            release = np.where(t_rel[on] >= 0, t_rel[on], grant + transfer)
+            need = np.array([need_of[c] for c in on.tolist()], dtype=np.int64)
+            step = np.array([self.issue_step[c] for c in on.tolist()], dtype=np.int64)
+            stalled = np.array([self.stall.get(c, 0) > 0 for c in on.tolist()])
+            queued = np.flatnonzero((grant > request) & stalled & ~(self.blocking[on] > 0))
+            culprit = np.full(len(queued), -1, dtype=np.int64)
+            for d in range(1, QUEUE_LOOKBACK + 1):
+                # The farthest load ahead in the queue that is needed later: the issue
+                # moves above all of them.
+                j = queued - d
+                ok = j >= 0
+                if not ok.any():
+                    break
+                j = np.where(ok, j, 0)
+                overlap = np.minimum(release[j], grant[queued]) - np.maximum(
+                    grant[j], request[queued]
+                )
+                hit = ok & (overlap > 0) & (need[j] > need[queued]) & (step[j] < step[queued])
+                culprit = np.where(hit, j, culprit)
+            for i, j in zip(queued.tolist(), culprit.tolist(), strict=True):
+                if j >= 0:
+                    culprits[int(on[i])] = int(on[j])
+        by_loc: dict[int, list[int]] = defaultdict(list)
+        for c in culprits:
+            by_loc[int(self.loc[c])].append(c)
+        out = []
+        for loc_id, group in by_loc.items():
+            keys = {}
+            for i, c in enumerate(group):
+                s = self.issue_step[c]
+                key = max(self.issue_step[culprits[c]] - 0.5, self.barrier_before[s] + 0.5)
+                if key < s:
+                    keys[s] = key + i * 1e-6
+            ahead_locs = [int(self.loc[culprits[c]]) for c in group]
+            info = {"ahead_loc": max(set(ahead_locs), key=ahead_locs.count)}
+            out.append(_Group("KB103", loc_id, group, keys, info=info))
+        return out
