@@ -511,3 +511,34 @@ def test_the_raw_bound_holds_on_every_pe_of_an_ipcq_chain(
     for f in find_all(replay):
         b = bounds[f.pe]
         assert 0 < f.pe_saving <= b.achieved - b.bound
+
+
+def test_below_bound_reports_the_gap_the_other_findings_leave(tmp_path):
+    """KB106 fires when the kernel is under 90 % of its bound and the other findings'
+    fixes, applied together, leave at least a tenth of it unexplained; its saving is that
+    remainder exactly. Here scratch holds no deeper prefetch (KB107 has no depth to
+    offer), while the bound knows no scratch. Its twin, with room to prefetch, gets none."""
+    from kbdebug.analysis.findings import _Diagnosis
+    from kbdebug.analysis.model import model_of
+
+    def run(scratch):
+        scenario = SCENARIOS["decode_prefetch"](n_tiles=16, depth=1)
+        scenario.config = HardwareConfig(hbm_latency=2000, scratch_bytes=scratch)
+        path = tmp_path / f"s{scratch}.kbt"
+        scenario.run(trace=path)
+        return Replay.open(path, cache=False)
+
+    tight = run(70_000)
+    (b,) = pe_bounds(tight)
+    found = find_all(tight)
+    (below,) = [f for f in found if f.rule == "KB106"]
+    assert "KB107" not in {f.rule for f in found}
+    model = model_of(tight)
+    diagnosis = _Diagnosis(model, model.programs[0])
+    explained = diagnosis.gain(*(g for g, _ in diagnosis.groups()))
+    assert below.saving == b.achieved - b.bound - explained
+    assert b.efficiency < 0.9 and below.saving >= 0.1 * b.achieved
+    assert below.loc.function == "decode_prefetch"
+    roomy = find_all(run(1 << 20))
+    assert "KB107" in {f.rule for f in roomy}
+    assert "KB106" not in {f.rule for f in roomy}

@@ -346,9 +346,10 @@ class _Diagnosis(StreamEdits):
         else:
             add(wait_edits.early_receive_groups(self))
         add(wait_edits.composite_groups(self))
-        paying = [(g, gain) for g, gain in found if gain > 0]
-        self.joint = self.gain(*(g for g, _ in paying)) if paying else 0
-        return [(g, gain) for g, gain in paying if gain >= self.floor()]
+        reported = [(g, gain) for g, gain in found if gain >= self.floor()]
+        # What the reported findings explain together (KB106 names what they leave).
+        self.joint = self.gain(*(g for g, _ in reported)) if reported else 0
+        return reported
 
     def _together(self, streams: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
         """Stream fixes that only pay together (two loads of one step, both late: fixing
