@@ -71,8 +71,6 @@ KNOWN_LIMITS = {
     ("line", "ring_scale_queued_behind_tiles-small"): "moving the scale's wait below the "
     "GEMM (KB104) gains a little more than issuing the scale first (KB103) at 4 tiles",
     ("saving", "ring_scale_queued_behind_tiles-small"): "as above: no KB103 finding",
-    ("line", "twopass_workspace_store_waited-small"): "at 4 tiles the pass-2 reload's "
-    "KB102 (legal while the store waits stay early) is reported beside the KB108",
     ("saving", "circular_cache_stencil_blocking-small"): "a 3-tile kernel: the re-timed "
     "prefetch moves the prologue's loads differently from the fixed twin",
     ("saving", "gamma_blocking_prologue"): "the fix also issues the tiles before the gain; "

@@ -346,6 +346,15 @@ class _Diagnosis(StreamEdits):
         else:
             add(wait_edits.early_receive_groups(self))
         add(wait_edits.composite_groups(self))
+        # An issue moved up to a store wait that KB108 moves or drops would read the
+        # stored bytes before they land: that fix only holds with the early wait.
+        fenced_by = {c for g, _ in found if g.rule == "KB108" for c in g.cmds}
+        found = [
+            (g, gain)
+            for g, gain in found
+            if g.rule not in ISSUE_RULES
+            or not any(st in fenced_by for c in g.cmds for st in self.prog.fences.get(c, ()))
+        ]
         reported = [(g, gain) for g, gain in found if gain >= self.floor()]
         # What the reported findings explain together (KB106 names what they leave).
         self.joint = self.gain(*(g for g, _ in reported)) if reported else 0
