@@ -75,9 +75,6 @@ KNOWN_LIMITS = {
     "prefetch moves the prologue's loads differently from the fixed twin",
     ("saving", "gamma_blocking_prologue"): "the fix also issues the tiles before the gain; "
     "the re-timed edit only moves the gain's wait",
-    ("saving", "ring_modulo_depth2_shallow-small"): "a short kernel: the re-timed depth "
-    "differs from the fixed twin's",
-    ("saving", "tiled2d_gemm_next_step_depth1-small"): "as above",
     ("saving", "window_newest_first"): "the re-timed fix waits in issue order but keeps "
     "each tile's work where it was; the real fix also reorders that work",
 }

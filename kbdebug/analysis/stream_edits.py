@@ -55,10 +55,22 @@ class StreamEdits:
         streams: dict[tuple[int, int], list[int]] = defaultdict(list)
         futures = self.index.futures
         fut_of = self.index.commands.future
+        by_wait: dict[int, list[int]] = defaultdict(list)
         for c in self.loads():
             f = int(fut_of[c])
             waited_at = int(futures.wait_loc[f]) if 0 <= f < len(futures.wait_loc) else NONE
-            streams[(int(self.loc[c]), waited_at)].append(c)
+            if waited_at == NONE:
+                streams[(int(self.loc[c]), NONE)].append(c)
+            else:
+                by_wait[waited_at].append(c)
+        # Loads one line waits on are one stream, whichever lines issue them (a prologue
+        # that primes the ring and the loop that refills it): deepening it primes more in
+        # the prologue. The line named is the one that issues most of them.
+        for waited_at, loads in by_wait.items():
+            lines = [int(self.loc[c]) for c in loads]
+            streams[
+                (max(set(lines), key=lambda x: (lines.count(x), -lines.index(x))), waited_at)
+            ] = loads
         return streams
 
     def _ahead_moves(self, stream: list[int], ahead: int, late: bool = True) -> dict[int, float]:
