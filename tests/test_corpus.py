@@ -68,9 +68,6 @@ def _ids(items):
 KNOWN_LIMITS = {
     ("line", "gather_rows_reverse_generator"): "waits inside a generator: the kernel frame "
     "is at the line that resumes the generator, not where it was created",
-    ("line", "ring_scale_queued_behind_tiles-small"): "moving the scale's wait below the "
-    "GEMM (KB104) gains a little more than issuing the scale first (KB103) at 4 tiles",
-    ("saving", "ring_scale_queued_behind_tiles-small"): "as above: no KB103 finding",
     ("saving", "circular_cache_stencil_blocking-small"): "a 3-tile kernel: the re-timed "
     "prefetch moves the prologue's loads differently from the fixed twin",
     ("saving", "gamma_blocking_prologue"): "the fix also issues the tiles before the gain; "

@@ -356,8 +356,16 @@ class _Diagnosis(StreamEdits):
             or not any(st in fenced_by for c in g.cmds for st in self.prog.fences.get(c, ()))
         ]
         reported = [(g, gain) for g, gain in found if gain >= self.floor()]
-        # What the reported findings explain together (KB106 names what they leave).
+        # What the reported findings explain together (KB106 names what they leave); a
+        # finding whose fix adds less than the floor on top of the others' is another way
+        # to the same cycles, not a second finding.
         self.joint = self.gain(*(g for g, _ in reported)) if reported else 0
+        if len(reported) > 1:
+            for item in sorted(reported, key=lambda x: x[1]):
+                rest = [x for x in reported if x is not item]
+                without = self.gain(*(g for g, _ in rest))
+                if self.joint - without < self.floor():
+                    reported, self.joint = rest, without
         return reported
 
     def _together(self, streams: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:

@@ -230,9 +230,17 @@ class StreamEdits:
             for i, j in zip(queued.tolist(), culprit.tolist(), strict=True):
                 if j >= 0:
                     culprits[int(on[i])] = int(on[j])
-        by_loc: dict[int, list[int]] = defaultdict(list)
-        for c in culprits:
-            by_loc[int(self.loc[c])].append(c)
+        # One group per line that waits on them (the prologue's load and the loop's, one
+        # fix), named by the line that issues most of them.
+        futures, fut_of = index.futures, cmds.future
+        by_wait: dict[int, list[int]] = defaultdict(list)
+        for c in sorted(culprits, key=lambda c: self.issue_step[c]):
+            f = int(fut_of[c])
+            by_wait[int(futures.wait_loc[f]) if 0 <= f < len(futures.wait_loc) else NONE].append(c)
+        by_loc: dict[int, list[int]] = {}
+        for group in by_wait.values():
+            lines = [int(self.loc[c]) for c in group]
+            by_loc.setdefault(max(set(lines), key=lines.count), []).extend(group)
         out = []
         for loc_id, group in by_loc.items():
             keys = {}
