@@ -329,10 +329,9 @@ class _Diagnosis(StreamEdits):
         streams = self._together([(g, self.gain(g)) for g, _ in _merged(streams)])
         candidates = [(g, self.gain(g)) for g in [*early, *queued.values()]] + streams
 
-        # The larger gain wins; a fix of the issues wins a near tie with one of the waits
-        # (the order or place of the issues is what the waits suffer from).
-        def rank(x: tuple[_Group, int]) -> float:
-            return -x[1] * (1.05 if x[0].rule in ISSUE_RULES else 1.0)
+        # The larger gain wins; a fix of the issues wins a tie with one of the waits.
+        def rank(x: tuple[_Group, int]) -> tuple[int, bool]:
+            return -x[1], x[0].rule not in ISSUE_RULES
 
         for g, gain in sorted(candidates, key=rank):
             # A fix that touches waits another one already covers is not a second finding.

@@ -37,10 +37,6 @@ def early_wait_groups(d: _Diagnosis, rule: str) -> list[_Group]:
         post = d.issue_step.get(c)
         if post is None or kinds[post] != wanted or bool(d.blocking[c]) != blocking:
             continue
-        # Any stall counts: one the data's arrival makes unavoidable at the wait may still
-        # hide under the work before the first use.
-        if d.stall.get(c, 0) <= 0:
-            continue
         use = prog.first_use.get(s, s)
         # Work between the wait and the first use: what the wait held up for nothing.
         if use <= s + 1 or d.compute_steps[min(use, d.n)] - d.compute_steps[s + 1] <= 0:
@@ -49,6 +45,12 @@ def early_wait_groups(d: _Diagnosis, rule: str) -> list[_Group]:
         by_loc[int(futures.wait_loc[fut_of[c]])].append(c)
     out = []
     for loc_id, group in by_loc.items():
+        # The line's edit moves every wait it makes, those that happened not to stall in
+        # this run too (they would once the others stop holding the kernel back); a line
+        # none of whose waits stalled is no finding. Any stall counts: one the data's
+        # arrival makes unavoidable at the wait may still hide under the work before use.
+        if not any(d.stall.get(c, 0) > 0 for c in group):
+            continue
         keys = {d.wait_step[c]: moves[d.wait_step[c]] for c in group}
         first = min(group, key=lambda c: d.wait_step[c])
         use = prog.first_use[d.wait_step[first]]
@@ -77,9 +79,15 @@ def store_wait_groups(d: _Diagnosis) -> list[_Group]:
             readers[st] = min(readers.get(st, s), s)
     by_loc: dict[tuple[int, str], list[int]] = defaultdict(list)
     moves: dict[int, float] = {}
+    stalled_lines = {
+        int(d.index.futures.wait_loc[cmds.future[c]]) for c in d.wait_step if d.stall.get(c, 0) > 0
+    }
     for c, s in d.wait_step.items():
         post = d.issue_step.get(c)
-        if post is None or prog.kind[post] not in (STORE, SEND) or d.stall.get(c, 0) <= 0:
+        if post is None or prog.kind[post] not in (STORE, SEND):
+            continue
+        # Every wait the line makes (its edit moves or drops them all), once one stalled.
+        if int(d.index.futures.wait_loc[cmds.future[c]]) not in stalled_lines:
             continue
         kind = "send" if prog.kind[post] == SEND else "store"
         if kind == "store" and c in readers:

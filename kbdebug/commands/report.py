@@ -55,7 +55,8 @@ escapes them)::
       "efficiency": [{"pe", "start", "end", "achieved",
                       "bound": int,      # critical-path lower bound of the kernel time
                       "efficiency": float | None,   # bound / achieved; None: did not complete
-                      "savings": int}],  # sum of the PE's findings' savings (may overlap)
+                      "savings": int}],  # sum of the PE's findings' gains on this PE
+                                         # (pe_saving; they may overlap)
       "stall_by_line": [{"loc": loc, "waits": int, "stall_cycles": int}],
       "futures": [{"id", "op", "pe", "addr" (int | null), "nbytes",
                    "channel" (str | null), "issued", "granted", "done",
@@ -309,9 +310,11 @@ def _loc(loc: SourceLoc | None) -> dict[str, Any] | None:
 
 
 def _savings(findings: list[Finding]) -> dict[int, int]:
+    """Per PE, the sum of its findings' gains on that PE (a finding's ``saving`` is the
+    launch's, with the line fixed on every PE: summed per PE it would count it twice)."""
     out: dict[int, int] = {}
     for f in findings:
-        out[f.pe] = out.get(f.pe, 0) + f.saving
+        out[f.pe] = out.get(f.pe, 0) + (f.pe_saving or f.saving)
     return out
 
 
@@ -468,7 +471,11 @@ def _finding_lines(f: Finding, share: float) -> list[str]:
     lines = [
         f"  {escape(f.id, 512)}  {escape(f.title, 64)}",
         f"      PE{f.pe}, {f.count:,}x, est. saving {f.saving:,} cycles ({_pct(share)})"
-        + (f", this PE {f.pe_saving:,}" if f.pe_saving and f.pe_saving != f.saving else ""),
+        + (
+            f" with the line fixed on every PE that has it, {f.pe_saving:,} on this PE"
+            if f.pe_saving and f.pe_saving != f.saving
+            else ""
+        ),
         f"      {at}" + (f"  [{escape(f.line_id, 512)}]" if f.line_id else ""),
         *(f"      with {_where(x)}" for x in f.also),
         f"      {escape(f.message)}",
