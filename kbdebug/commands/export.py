@@ -10,7 +10,7 @@ from pathlib import Path
 from emulator.trace.errors import TraceFormatError
 from kbdebug.errors import UserError
 from kbdebug.export.chrome import export_chrome
-from kbdebug.outputs import Output
+from kbdebug.outputs import Output, names_stdout, status_lines
 from kbdebug.replay.replay import Replay
 
 DESCRIPTION = """\
@@ -26,7 +26,8 @@ microseconds at the trace's clock (cycle / clock_mhz).
 OUT appears only once the export is whole (it is written to OUT.partial-PID
 beside it, then renamed). An existing OUT is replaced only if kbdebug export
 wrote it (or it is empty); --force replaces anything. A device or FIFO is
-written directly.
+written directly. -o - (or /dev/stdout) writes the JSON to stdout, and every
+status line to stderr.
 """
 
 
@@ -40,7 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("trace", metavar="TRACE", help="a .kbt trace file")
     p.add_argument(
-        "-o", "--output", metavar="OUT.json", help="output file (default: TRACE with .json)"
+        "-o",
+        "--output",
+        metavar="OUT.json",
+        help="output file (default: TRACE with .json); - for stdout",
     )
     p.add_argument(
         "--force", action="store_true", help="replace OUT even if kbdebug export did not write it"
@@ -48,23 +52,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # -o - (or /dev/stdout): stdout carries the JSON, so every status line goes to stderr.
+    with status_lines(args.output):
+        return _export(args)
+
+
+def _export(args: argparse.Namespace) -> int:
     trace = Path(args.trace)
     output = Path(args.output) if args.output else trace.with_suffix(".json")
     # Open the trace first: it names a bad input (a symlink loop, a FIFO) in one line.
     replay = open_replay(trace)
-    try:
-        same = output.resolve() == trace.resolve()
-    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop in the output path
-        raise UserError(f"{output}: cannot resolve the path: {e}") from None
-    if same:
-        raise UserError(f"{output}: the output would overwrite the trace")
-    out = Output(output, what="a kbdebug export", ours=_is_export, force=args.force)
+    if not names_stdout(output):
+        try:
+            same = output.resolve() == trace.resolve()
+        except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop in the output path
+            raise UserError(f"{output}: cannot resolve the path: {e}") from None
+        if same:
+            raise UserError(f"{output}: the output would overwrite the trace")
+    out = Output(output, what="a kbdebug export", ours=_is_export, force=args.force, stdout=True)
+    if out.stdout and os.path.samestat(os.fstat(1), os.stat(trace)):
+        # Stdout opened on the trace itself (>> TRACE) would append the JSON to it.
+        raise UserError(f"{out.name}: the output would overwrite the trace")
     f = out.open("w", encoding="utf-8", newline="\n")
     try:
         stats = export_chrome(replay, f)
     except OSError as e:
         out.discard()
-        raise UserError(f"cannot write {output}: {e.strerror or e}", status=1) from None
+        raise UserError(f"cannot write {out.name}: {e.strerror or e}", status=1) from None
     except BaseException:
         out.discard()  # a half-written JSON is of no use to anyone
         raise
@@ -73,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     stats.bytes = 0 if out.stream else output.stat().st_size
     size = "" if out.stream else f"{stats.bytes:,} bytes, "
     print(
-        f"wrote {output} ({size}{stats.events:,} events) from "
+        f"wrote {out.name} ({size}{stats.events:,} events) from "
         f"{replay.n_events:,} trace events at {stats.clock_mhz:g} MHz"
     )
     if stats.clock_assumed:

@@ -28,7 +28,7 @@ from emulator.trace.writer import TraceWriter
 from kbdebug.commands.hints import listed, run_hint, scenario_functions, syntax_error
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
-from kbdebug.outputs import Output
+from kbdebug.outputs import Output, status_lines
 
 DESCRIPTION = """\
 Run a kernel in the emulator and record its trace.
@@ -46,7 +46,9 @@ trace with status "interrupted", keeps it as OUT.partial-PID, leaves OUT as
 it was and exits 130; a killed run leaves OUT.partial-PID without a footer
 (kbdebug reads it as truncated). An existing OUT is replaced only if it is a
 kbdebug trace (or empty); --force replaces anything. A device or FIFO
-(/dev/null, /dev/stdout, a named pipe) is written directly.
+(/dev/null, a named pipe) is written directly. -o - (or /dev/stdout) writes
+the trace to stdout, a pipe or a file but not a terminal, and every status
+line to stderr.
 """
 
 
@@ -77,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-o",
         "--output",
         metavar="OUT.kbt",
-        help="trace file (default SCENARIO.kbt, or FILE.FUNCTION.kbt)",
+        help="trace file (default SCENARIO.kbt, or FILE.FUNCTION.kbt); - for stdout",
     )
     p.add_argument(
         "--force", action="store_true", help="replace OUT even if it is not a kbdebug trace"
@@ -95,6 +97,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # -o - (or /dev/stdout): stdout carries the trace, so every status line goes to stderr.
+    with status_lines(args.output):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     builder, name = _builder(args.scenario)
     scenario_params = _accepted(builder)
     hw_fields = set(HardwareConfig.__dataclass_fields__)
@@ -125,10 +133,15 @@ def run(args: argparse.Namespace) -> int:
     # _builder's name is SCENARIO or FILE.FUNCTION: two launches of one file get two traces.
     # Checked before the inputs are built: a refused OUT costs no wait.
     out = Output(
-        args.output or f"{name}.kbt", what="a kbdebug trace", ours=_is_trace, force=args.force
+        args.output or f"{name}.kbt",
+        what="a kbdebug trace",
+        ours=_is_trace,
+        force=args.force,
+        stdout=True,
+        binary=True,
     )
     if args.open and out.stream:
-        raise UserError(f"--open needs a trace file; {out.target} is a device or a pipe")
+        raise UserError(f"--open needs a trace file; {out.name} is a device or a pipe")
     show = not args.quiet and sys.stderr.isatty()
     status = RunStatus(enabled=show)
     try:
@@ -236,7 +249,7 @@ def _report_written(
     if writer.write_error is not None:
         out.discard()
         reason = writer.write_error.strerror or writer.write_error
-        raise UserError(f"cannot write {out.target}: {reason}", status=1)
+        raise UserError(f"cannot write {out.name}: {reason}", status=1)
     if failure is not None and writer.events == 0:
         # Refused before anything ran (a grid the mesh cannot hold, say): no trace to keep.
         out.discard()
@@ -246,7 +259,7 @@ def _report_written(
     size = out.size()
     out.commit()
     if out.stream:
-        print(f"trace:  {out.target} ({writer.events:,} events)")
+        print(f"trace:  {out.name} ({writer.events:,} events)")
     else:
         print(
             f"trace:  {out.target} ({size:,} bytes, {writer.events:,} events, "
@@ -319,7 +332,7 @@ def _interrupted(out: Output, writer: TraceWriter, stopped: KeyboardInterrupt) -
         return f"{what} before the run began (no trace written)"
     if out.stream:
         out.commit()
-        return f"{what}; the trace written to {out.target} ends with status interrupted"
+        return f"{what}; the trace written to {out.name} ends with status interrupted"
     partial = out.keep()
     # Kept apart, not renamed over OUT: a previous whole trace there is worth more than a cut one.
     return (
