@@ -1,9 +1,13 @@
-"""The index cache: a re-opened trace maps its index, and never one of another file or version."""
+"""The index cache: a re-opened trace reads its index back, and never one of another file,
+content or version. (Forged and damaged files, files changed under a process, FIFOs and
+symbolic links: tests/test_replay_cache_trust.py.)"""
 
 from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 import threading
 import zlib
 
@@ -51,10 +55,19 @@ def trace(tmp_path):
     return path
 
 
-def key_of(path) -> tuple[str, str]:
+def key_of(path) -> index_cache.TraceKey:
     fd = os.open(path, os.O_RDONLY)
     try:
         return index_cache.trace_key(fd)
+    finally:
+        os.close(fd)
+
+
+def load(directory, path):
+    """The index of the trace at ``path`` from the cache in ``directory``, or None."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return index_cache.lookup(directory, fd)[0]
     finally:
         os.close(fd)
 
@@ -98,13 +111,13 @@ def same_index(a: Replay, b: Replay) -> None:
     assert a.seek(a.n_events // 3).time == b.seek(b.n_events // 3).time
 
 
-def test_reopen_maps_the_index_from_the_cache(cache, trace, monkeypatch):
+def test_reopen_reads_the_index_from_the_cache(cache, trace, monkeypatch):
     first = Replay.open(trace)
     assert len(index_files(cache)) == 1
     no_reading(monkeypatch)
     again = Replay.open(trace)
     same_index(again, first)
-    # The mapping is private: a caller writing into a column changes no file.
+    # The arrays are the process's own: a caller writing into a column changes no file.
     before = index_files(cache)[0].read_bytes()
     again.index.columns.val[:] = 7
     assert index_files(cache)[0].read_bytes() == before
@@ -188,15 +201,14 @@ def test_a_damaged_or_foreign_cache_file_is_ignored_and_rebuilt(cache, trace, mo
 def test_an_array_the_map_says_lies_elsewhere_is_not_trusted(cache, trace):
     Replay.open(trace)
     (path,) = index_files(cache)
-    key, prefix = key_of(trace)
-    assert index_cache.load(cache, key, prefix) is not None
+    assert load(cache, trace) is not None
     # A map that points an array past the file's end, with its checksum made right.
     data = bytearray(path.read_bytes())
     magic, meta_len, _, arrays_len, arrays_crc = index_cache._PREAMBLE.unpack_from(data)
     meta = msgpack.unpackb(bytes(data[index_cache._PREAMBLE.size :][:meta_len]))
-    name, _, shape, at = meta["arrays"][-1]
+    name, _, shape, at = meta["arrays"][-2]
     assert at > 1 << 16 and shape[0] > 0  # so its offset is a uint32, as the end is
-    meta["arrays"][-1][3] = arrays_len  # it starts at the end
+    meta["arrays"][-2][3] = arrays_len  # it starts at the end
     packed = msgpack.packb(meta, use_bin_type=True)
     assert len(packed) == meta_len
     data[index_cache._PREAMBLE.size : index_cache._PREAMBLE.size + meta_len] = packed
@@ -204,7 +216,7 @@ def test_an_array_the_map_says_lies_elsewhere_is_not_trusted(cache, trace):
         magic, meta_len, zlib.crc32(packed), arrays_len, arrays_crc
     )
     path.write_bytes(bytes(data))
-    assert index_cache.load(cache, key, prefix) is None
+    assert load(cache, trace) is None
     same_index(Replay.open(trace), Replay.open(trace, cache=False))
 
 
@@ -234,7 +246,7 @@ def test_cache_false_neither_reads_nor_writes_the_cache(cache, trace, monkeypatc
     Replay.open(trace, cache=False)
     assert index_files(cache) == []
     Replay.open(trace)
-    monkeypatch.setattr(index_cache, "load", lambda *a: pytest.fail("cache read"))
+    monkeypatch.setattr(index_cache, "lookup", lambda *a: pytest.fail("cache read"))
     Replay.open(trace, cache=False)
 
 
@@ -266,8 +278,7 @@ def test_a_trace_written_to_while_it_is_read_is_not_cached(cache, trace, monkeyp
 def test_a_cache_of_another_kbdebug_version_is_not_used(cache, trace, monkeypatch):
     Replay.open(trace)
     monkeypatch.setattr(index_cache, "__version__", "0.0.0-other")
-    key, _ = key_of(trace)
-    assert "0.0.0-other" in key
+    assert "0.0.0-other" in key_of(trace).identity
     with monkeypatch.context() as patch:
         no_reading(patch)
         with pytest.raises(AssertionError, match="the trace was read"):
@@ -289,7 +300,7 @@ def test_past_the_budget_the_least_recently_used_index_files_go(cache, tmp_path,
     fourth.write_bytes(LARGER)
     Replay.open(fourth)
     # Only the index just written is left; with room for two, the one used again stays.
-    assert [f.name for f in index_files(cache)] == [index_cache._file_name(*key_of(fourth))]
+    assert [f.name for f in index_files(cache)] == [index_cache.file_name(key_of(fourth))]
     room = index_files(cache)[0].stat().st_size + max(sizes) + 4096  # the fourth and one more
     monkeypatch.setattr(index_cache, "budget", lambda: room)
     for path in paths:
@@ -297,19 +308,22 @@ def test_past_the_budget_the_least_recently_used_index_files_go(cache, tmp_path,
     Replay.open(paths[0])
     Replay.open(fourth)
     kept = {f.name for f in index_files(cache)}
-    assert index_cache._file_name(*key_of(fourth)) in kept and len(kept) == 2
-    assert index_cache._file_name(*key_of(paths[0])) in kept
+    assert index_cache.file_name(key_of(fourth)) in kept and len(kept) == 2
+    assert index_cache.file_name(key_of(paths[0])) in kept
 
 
-def test_a_write_left_unfinished_is_removed_once_stale_not_before(cache, trace):
+def test_a_write_left_unfinished_is_removed_once_its_writer_is_gone_not_before(cache, trace):
     cache.mkdir()
-    fresh, stale = cache / ".tmp-fresh.part", cache / ".tmp-stale.part"
-    for path in (fresh, stale):
-        path.write_bytes(b"half an index")
-    old = stale.stat().st_mtime - index_cache.STALE_TEMP_SECONDS - 60
-    os.utime(stale, (old, old))
+    # Named for this host and a PID: this process's (still writing) and one that is gone.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    host = index_cache.cache_files.HOST
+    writing = cache / f".kbi-{host}-{os.getpid()}-00000001.part"
+    left = cache / f".kbi-{host}-{dead}-00000002.part"
+    for path in (writing, left):
+        path.write_bytes(index_cache.MAGIC + b"half an index")
     Replay.open(trace)
-    assert fresh.exists() and not stale.exists() and len(index_files(cache)) == 1
+    assert writing.exists() and not left.exists() and len(index_files(cache)) == 1
 
 
 def test_the_index_is_written_in_the_background_and_complete_after_wait(cache, trace, monkeypatch):

@@ -69,16 +69,16 @@ class Replay:
         *,
         cache: bool = True,
     ) -> Replay:
-        """Read, validate and index the trace at ``path``, or map its index from the cache.
+        """Read, validate and index the trace at ``path``, or read its index from the cache.
 
         Events go from the reader to the index a block at a time, as arrays, so the
         whole trace is never held as Python objects; each block is added to the index as it
         comes, on the reading thread (another thread for it cost more in GIL hand-overs
         than it overlapped: see benchmarks/replay_speed.py). The index is then kept in the
         cache directory (see kbdebug.replay.cache), keyed by the file's identity,
-        size, times and edges (written by a background thread:
-        ``kbdebug.replay.cache.wait()`` waits for it), and mapped from there the next
-        time the same file is opened; ``cache=False`` (or ``KBDEBUG_NO_CACHE=1``, or an empty
+        size, times and a hash of all its bytes (written by a background thread:
+        ``kbdebug.replay.cache.wait()`` waits for it), and read from there, checked, the
+        next time the same file is opened; ``cache=False`` (or ``KBDEBUG_NO_CACHE=1``, or an empty
         ``KBDEBUG_CACHE_DIR``) reads the trace every time and writes nothing.
 
         ``progress(fraction)`` is called as the file is read and indexed (0..0.95)
@@ -87,15 +87,14 @@ class Replay:
         cannot be read.
         """
         directory = index_cache.cache_dir() if cache else None
-        key = prefix = None
+        key = None
         if directory is not None:
             # The key is taken from the file opened (and refused) as the reader opens it.
             fd, _ = open_trace_file(path)
             try:
-                key, prefix = index_cache.trace_key(fd)
+                index, key = index_cache.lookup(directory, fd, os.fspath(path))
             finally:
                 os.close(fd)
-            index = index_cache.load(directory, key, prefix)
             if index is not None:
                 if progress is not None:
                     progress(1.0)
@@ -109,16 +108,18 @@ class Replay:
         builder = IndexBuilder(IndexBuilder.capacity_for(os.path.getsize(path)))
         trace = read_trace_tables(path, builder.add_tables, progress=on_read)
         index = builder.build(trace)
-        if directory is not None and key is not None and prefix is not None:
+        if directory is not None and key is not None:
             # Kept only if the file is still the one whose key was taken before reading
-            # it: a trace written to, or replaced, meanwhile is not cached.
-            fd, _ = open_trace_file(path)
+            # it (the writer checks): a trace written to, or replaced, meanwhile is not.
             try:
-                unchanged = index_cache.trace_key(fd)[0] == key
-            finally:
-                os.close(fd)
-            if unchanged:
-                index_cache.save_in_background(index, directory, key, prefix)
+                fd, _ = open_trace_file(path)
+            except (OSError, ValueError):
+                fd = None  # gone meanwhile: nothing to cache
+            if fd is not None:
+                try:
+                    index_cache.keep(index, trace, directory, key, fd)
+                finally:
+                    os.close(fd)
         if progress is not None:
             progress(1.0)
         return cls(index, os.fspath(path))

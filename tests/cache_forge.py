@@ -1,0 +1,54 @@
+"""Rewriting an index cache file as a forger would: its map and arrays changed at will,
+then its lengths and checksums made right again, so only the cache's own checks of what
+it holds stand between the file and the replay."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from kbdebug.replay import cache as index_cache
+
+PREAMBLE = index_cache._PREAMBLE
+
+
+def read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The map and the arrays (copies, by name) of the cache file at ``path``."""
+    data = path.read_bytes()
+    _, meta_len, _, _, _ = PREAMBLE.unpack_from(data)
+    meta = msgpack.unpackb(data[PREAMBLE.size : PREAMBLE.size + meta_len], raw=False)
+    start = PREAMBLE.size + meta_len
+    arrays = {}
+    for name, dtype, shape, at in meta["arrays"]:
+        count = int(np.prod(shape))
+        arrays[name] = np.frombuffer(data, np.dtype(dtype), count, start + at).copy()
+    return meta, arrays
+
+
+def write(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """The cache file of ``meta`` and ``arrays`` (laid out one after another, in the map's
+    order), its lengths and CRC-32s right."""
+    places, offset = [], 0
+    for name, *_ in meta["arrays"]:
+        array = arrays[name]
+        places.append([name, array.dtype.str, list(array.shape), offset])
+        offset += array.nbytes
+    meta = {**meta, "arrays": places}
+    packed = msgpack.packb(meta, use_bin_type=True)
+    body = b"".join(np.ascontiguousarray(arrays[name]).tobytes() for name, *_ in places)
+    preamble = PREAMBLE.pack(
+        index_cache.MAGIC, len(packed), zlib.crc32(packed), len(body), zlib.crc32(body)
+    )
+    path.write_bytes(preamble + packed + body)
+
+
+def forge(path: Path, change: Callable[[dict[str, Any], dict[str, np.ndarray]], Any]) -> None:
+    """Apply ``change(meta, arrays)`` to the cache file at ``path``, checksums made right."""
+    meta, arrays = read(path)
+    change(meta, arrays)
+    write(path, meta, arrays)
