@@ -4,17 +4,45 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import reprlib
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from emulator.errors import ConfigError
+from emulator.input_files import InputFileError, read_input_file
+from emulator.trace import wire
+
+#: Bytes of a --config file read at most (a hardware file is a few hundred bytes).
+MAX_CONFIG_BYTES = 1 << 20
+
+# The ranges of the fields: generous for real hardware, and within what a trace holds
+# and its reader accepts (every value fits an int64; the whole mesh's channels fit the
+# header's channel table, MAX_TRACE_CHANNELS). A run's end cannot be bounded by the
+# configuration alone (a kernel may issue any number of commands, a dot any size), but
+# at these bounds a transfer is at most a scratch-sized one at 1 byte a cycle (about
+# 2**40 cycles) plus 10**9 of latency: it takes millions of the slowest commands to
+# reach wire.MAX_CYCLES (2**53), and a run that does stops with the trace writer's
+# error instead of writing a trace no reader takes.
+MAX_LATENCY = 10**9  # cycles: one second at 1 GHz
+MAX_ISSUE_CYCLES = 10**6
+MAX_RATE = 10**9  # bytes, MACs or elements per cycle
+MAX_CHANNELS = 64  # DMA read or write channels of one PE
+MAX_SCRATCH_BYTES = 1 << 40
+MAX_MESH_SIDE = wire.MAX_PES  # rows or columns; the bound on channels is the tighter
+MAX_COMPOSITE_DEPTH = 1024
+CLOCK_RANGE_MHZ = (1.0, 1e6)  # the clocks an export converts with (kbdebug.export.chrome)
+#: Channels of a whole mesh at most (wire.MAX_ARRAY_LEN: the header's channel table).
+MAX_TRACE_CHANNELS = wire.MAX_ARRAY_LEN
 
 
-def _field(default: Any, unit: str, meaning: str) -> Any:
-    """A field with its unit and meaning in its metadata (``kbdebug hw`` lists them)."""
-    return dataclasses.field(default=default, metadata={"unit": unit, "meaning": meaning})
+def _field(default: Any, unit: str, meaning: str, low: float, high: float) -> Any:
+    """A field with its unit, meaning and range (both ends allowed) in its metadata
+    (``kbdebug hw`` lists them)."""
+    return dataclasses.field(
+        default=default, metadata={"unit": unit, "meaning": meaning, "range": (low, high)}
+    )
 
 
 @dataclass(frozen=True)
@@ -27,32 +55,52 @@ class HardwareConfig:
     compute.
     """
 
-    mesh_rows: int = _field(1, "PEs", "rows of the PE mesh; PE ids run row-major")
-    mesh_cols: int = _field(1, "PEs", "columns of the PE mesh")
+    mesh_rows: int = _field(1, "PEs", "rows of the PE mesh; PE ids run row-major", 1, MAX_MESH_SIDE)
+    mesh_cols: int = _field(1, "PEs", "columns of the PE mesh", 1, MAX_MESH_SIDE)
     mesh_wrap: bool = _field(
-        True, "true/false", "IPCQ links wrap around the mesh edges (a ring / torus)"
+        True, "true/false", "IPCQ links wrap around the mesh edges (a ring / torus)", 0, 1
     )
-    clock_mhz: float = _field(1000.0, "MHz", "clock that converts cycles to wall time in exports")
+    clock_mhz: float = _field(
+        1000.0, "MHz", "clock that converts cycles to wall time in exports", *CLOCK_RANGE_MHZ
+    )
     hbm_bytes_per_cycle: int = _field(
-        48, "bytes/cycle", "bytes one DMA channel moves per cycle (occupancy = bytes / this)"
+        48,
+        "bytes/cycle",
+        "bytes one DMA channel moves per cycle (occupancy = bytes / this)",
+        1,
+        MAX_RATE,
     )
     hbm_latency: int = _field(
-        500, "cycles", "from a transfer leaving its channel to its data being usable"
+        500,
+        "cycles",
+        "from a transfer leaving its channel to its data being usable",
+        0,
+        MAX_LATENCY,
     )
-    dma_read_channels: int = _field(1, "channels", "independent DMA read channels per PE")
-    dma_write_channels: int = _field(1, "channels", "DMA write channels per PE")
-    issue_cycles: int = _field(4, "cycles", "the kernel's cost of pushing one command descriptor")
+    dma_read_channels: int = _field(
+        1, "channels", "independent DMA read channels per PE", 1, MAX_CHANNELS
+    )
+    dma_write_channels: int = _field(1, "channels", "DMA write channels per PE", 1, MAX_CHANNELS)
+    issue_cycles: int = _field(
+        4, "cycles", "the kernel's cost of pushing one command descriptor", 0, MAX_ISSUE_CYCLES
+    )
     gemm_macs_per_cycle: int = _field(
-        256, "MACs/cycle", "multiply-accumulates the GEMM engine does per cycle"
+        256, "MACs/cycle", "multiply-accumulates the GEMM engine does per cycle", 1, MAX_RATE
     )
     math_elems_per_cycle: int = _field(
-        128, "elements/cycle", "elements the MATH (vector) engine processes per cycle"
+        128, "elements/cycle", "elements the MATH (vector) engine processes per cycle", 1, MAX_RATE
     )
-    ipcq_bytes_per_cycle: int = _field(32, "bytes/cycle", "bytes an IPCQ link moves per cycle")
-    ipcq_latency: int = _field(100, "cycles", "from a message leaving its link to its arrival")
-    scratch_bytes: int = _field(1 << 20, "bytes", "on-chip scratch capacity per PE")
+    ipcq_bytes_per_cycle: int = _field(
+        32, "bytes/cycle", "bytes an IPCQ link moves per cycle", 1, MAX_RATE
+    )
+    ipcq_latency: int = _field(
+        100, "cycles", "from a message leaving its link to its arrival", 0, MAX_LATENCY
+    )
+    scratch_bytes: int = _field(
+        1 << 20, "bytes", "on-chip scratch capacity per PE", 1, MAX_SCRATCH_BYTES
+    )
     composite_depth: int = _field(
-        2, "tiles", "tiles a tl.composite keeps in flight ahead of its GEMM"
+        2, "tiles", "tiles a tl.composite keeps in flight ahead of its GEMM", 1, MAX_COMPOSITE_DEPTH
     )
 
     #: Fields that may be 0 (every other number must be at least 1).
@@ -65,17 +113,45 @@ class HardwareConfig:
             value = getattr(self, f.name)
             if f.type == "bool":
                 if not isinstance(value, bool):
-                    raise ConfigError(f'"{f.name}" must be true or false, got {value!r}')
+                    raise ConfigError(f'"{f.name}" must be true or false, got {_brief(value)}')
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f'"{f.name}" must be a number, got {value!r}')
+                raise ConfigError(f'"{f.name}" must be a number, got {_brief(value)}')
             if f.type == "int" and not isinstance(value, int):
-                raise ConfigError(f'"{f.name}" must be an integer, got {value!r}')
-            if not math.isfinite(value):
+                raise ConfigError(f'"{f.name}" must be an integer, got {_brief(value)}')
+            if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(f'"{f.name}" must be finite, got {value!r}')
-            minimum = 0 if f.name in self.ZERO_ALLOWED else 1
-            if value < minimum:
-                raise ConfigError(f'"{f.name}" must be >= {minimum}, got {value!r}')
+            low, high = f.metadata["range"]
+            if value < low:
+                raise ConfigError(f'"{f.name}" must be >= {range_text(low)}, got {_brief(value)}')
+            if value > high:
+                raise ConfigError(
+                    f'"{f.name}" must be <= {range_text(high)} {f.metadata["unit"]}, '
+                    f"got {_brief(value)}"
+                )
+        channels = self.num_channels
+        if channels > MAX_TRACE_CHANNELS:
+            raise ConfigError(
+                f"a {self.mesh_rows}x{self.mesh_cols} mesh with {self.dma_read_channels} read "
+                f"and {self.dma_write_channels} write DMA channels per PE has {channels:,} "
+                f"channels, more than the {MAX_TRACE_CHANNELS:,} a trace holds: fewer PEs "
+                "or channels"
+            )
+
+    @property
+    def num_channels(self) -> int:
+        """Channels of the whole mesh, as emulator.hardware.mesh builds them: per PE its DMA
+        read and write channels, GEMM and MATH, and an IPCQ link to each neighbour."""
+        rows, cols = self.mesh_rows, self.mesh_cols
+        per_pe = self.dma_read_channels + self.dma_write_channels + 2
+        across = 0 if cols == 1 else rows * 2 * (cols if self.mesh_wrap else cols - 1)
+        down = 0 if rows == 1 else cols * 2 * (rows if self.mesh_wrap else rows - 1)
+        return rows * cols * per_pe + across + down
+
+    @classmethod
+    def ranges(cls) -> dict[str, tuple[float, float]]:
+        """(lowest, highest) value of every number field, both allowed, in declaration order."""
+        return {f.name: f.metadata["range"] for f in fields(cls) if f.type != "bool"}
 
     @property
     def num_pes(self) -> int:
@@ -114,14 +190,55 @@ class HardwareConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> HardwareConfig:
-        """Load from a TOML file whose top level (or ``[hardware]`` table) holds the fields."""
+        """Load from a TOML file whose top level (or ``[hardware]`` table) holds the fields.
+
+        The file must be a regular file of at most MAX_CONFIG_BYTES, in UTF-8; anything
+        else (a FIFO, a device, bytes that are not UTF-8, arrays nested too deeply to
+        read) is a ConfigError naming the file, and the line when it is known.
+        """
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text())
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+            raw = read_input_file(path, MAX_CONFIG_BYTES, "a hardware file")
+        except InputFileError as e:
+            raise ConfigError(f"{path}: {e}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            column = e.start - raw.rfind(b"\n", 0, e.start)
+            raise ConfigError(
+                f"{path}: line {line}: not UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                f"{column}); a TOML file is UTF-8"
+            ) from None
+        try:
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        except RecursionError:
+            raise ConfigError(
+                f"{path}: not readable: arrays or inline tables nested too deeply "
+                "(hardware fields are plain numbers)"
+            ) from None
+        except (ValueError, MemoryError) as e:  # an integer of thousands of digits, say
+            reason = str(e).partition(";")[0][:120] or type(e).__name__
+            raise ConfigError(f"{path}: not readable: {reason}") from None
         if "hardware" in data and isinstance(data["hardware"], dict):
             data = data["hardware"]
         return cls.from_dict(data, source=str(path))
+
+
+def range_text(value: float) -> str:
+    """A range's end as TOML and ``--set`` spell it: ``64``, ``1_000_000_000``, ``1.0``."""
+    return f"{value:_}" if abs(value) >= 10_000 else repr(value)
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel = 3
+_BRIEF.maxstring = 60
+_BRIEF.maxother = 60
+_BRIEF.maxlong = 60
+
+
+def _brief(value: Any) -> str:
+    """``repr(value)``, cut short (a value from a file may be huge or nested deep)."""
+    return _BRIEF.repr(value)

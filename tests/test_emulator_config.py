@@ -151,3 +151,73 @@ def test_every_field_has_a_unit_and_a_meaning_in_declaration_order():
         assert unit and meaning, name
         assert getattr(HardwareConfig(), name) == default
     assert HardwareConfig.ZERO_ALLOWED == set(ZERO_OK)
+
+
+RANGES = HardwareConfig.ranges()
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+def test_both_ends_of_a_field_s_range_are_allowed_and_no_further(name):
+    low, high = RANGES[name]
+    assert getattr(HardwareConfig(**{name: low}), name) == low
+    if name not in ("mesh_rows", "mesh_cols"):  # a mesh that long has too many channels
+        assert getattr(HardwareConfig(**{name: high}), name) == high
+    step = 1 if isinstance(high, int) else high
+    with pytest.raises(ConfigError, match=f'"{name}" must be <= '):
+        HardwareConfig(**{name: high + step})
+    with pytest.raises(ConfigError, match=f'"{name}" must be >= '):
+        HardwareConfig(**{name: low - 1})
+
+
+def test_every_number_field_has_a_range_the_zero_allowed_ones_from_zero():
+    numbers = {f.name for f in dataclasses.fields(HardwareConfig) if f.type != "bool"}
+    assert set(RANGES) == numbers
+    assert {name for name, (low, _) in RANGES.items() if low == 0} == ZERO_OK
+    assert RANGES["hbm_latency"] == (0, 10**9) and RANGES["dma_read_channels"] == (1, 64)
+    assert RANGES["scratch_bytes"] == (1, 2**40)
+
+
+def test_a_huge_integer_is_refused_naming_the_field_in_one_short_line():
+    with pytest.raises(ConfigError) as info:
+        HardwareConfig(hbm_latency=10**400)
+    assert str(info.value).startswith('"hbm_latency" must be <= 1_000_000_000 cycles')
+    assert len(str(info.value)) < 200
+
+
+@pytest.mark.parametrize(
+    "mesh", [(1, 1, True), (1, 2, True), (2, 1, False), (3, 4, True), (3, 4, False), (2, 2, True)]
+)
+@pytest.mark.parametrize("dma", [(1, 1), (3, 2)])
+def test_num_channels_is_what_the_mesh_builds(mesh, dma):
+    import simpy
+
+    from emulator.hardware.mesh import Mesh
+    from emulator.memory import Memory
+
+    rows, cols, wrap = mesh
+    config = HardwareConfig(
+        mesh_rows=rows,
+        mesh_cols=cols,
+        mesh_wrap=wrap,
+        dma_read_channels=dma[0],
+        dma_write_channels=dma[1],
+    )
+    assert config.num_channels == len(Mesh(simpy.Environment(), None, config, Memory()).channels)
+
+
+def test_a_mesh_with_more_channels_than_a_trace_holds_is_refused():
+    from emulator.trace import wire
+
+    # 8,192 PEs: 4 channels and 4 links each, exactly the table's bound.
+    assert HardwareConfig(mesh_rows=64, mesh_cols=128).num_channels == wire.MAX_ARRAY_LEN
+    with pytest.raises(ConfigError, match="64x129 mesh"):
+        HardwareConfig(mesh_rows=64, mesh_cols=129)
+    with pytest.raises(ConfigError, match="256x256 mesh .* 524,288 channels, more than the 65,536"):
+        HardwareConfig(mesh_rows=256, mesh_cols=256)
+
+
+def test_from_toml_round_trips_the_ends_of_every_range(tmp_path):
+    path = tmp_path / "hw.toml"
+    highs = {name: high for name, (_, high) in RANGES.items() if not name.startswith("mesh_")}
+    path.write_text(toml_text(highs))
+    assert HardwareConfig.from_toml(path) == HardwareConfig(**highs)

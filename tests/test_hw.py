@@ -50,3 +50,22 @@ def test_a_bad_config_file_is_one_line_naming_the_field(tmp_path, capsys):
     assert main(["hw", "--config", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "hbm_latency" in err[0] and str(path) in err[0]
+
+
+def test_every_number_field_shows_its_range_and_the_footer_the_limits(capsys):
+    assert main(["hw"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["field", "default", "unit", "range", "meaning"]
+    by_name = {line.split()[0]: line for line in lines if line.strip()}
+    assert by_name["hbm_latency"].split()[1:4] == ["500", "cycles", "0..1_000_000_000"]
+    assert by_name["dma_read_channels"].split()[1:4] == ["1", "channels", "1..64"]
+    assert by_name["scratch_bytes"].split()[3] == "1..1_099_511_627_776"
+    assert by_name["clock_mhz"].split()[3] == "1.0..1_000_000.0"
+    assert "65,536 channels" in "\n".join(lines) and "2**53 cycles" in "\n".join(lines)
+
+
+def test_toml_output_names_each_range_and_stays_valid(capsys):
+    assert main(["hw", "--toml"]) == 0
+    text = capsys.readouterr().out
+    assert "(default 500, range 0..1_000_000_000)" in text
+    assert HardwareConfig.from_dict(tomllib.loads(text)["hardware"]) == HardwareConfig()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from emulator.config import HardwareConfig
+from emulator.config import MAX_TRACE_CHANNELS, HardwareConfig, range_text
 from emulator.errors import ConfigError
+from emulator.trace.wire import MAX_CYCLES
 from kbdebug.errors import UserError
 from kbdebug.safe_text import escape
 
 DESCRIPTION = """\
 List the fields of the modelled hardware (emulator.config.HardwareConfig):
-name, default, unit and meaning. Set one for a run with
+name, default, unit, range and meaning. Set one for a run with
 `kbdebug run SCENARIO --set NAME=VALUE`, or put several in a TOML file (at
 its top level or under [hardware]) and give it to `kbdebug run --config`.
 """
@@ -45,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
     if args.toml:
         print(_toml(fields, config or HardwareConfig()), end="")
         return 0
-    header = ["field", "default", "unit", "meaning"]
-    rows = [[name, _literal(default), unit, meaning] for name, _, default, unit, meaning in fields]
+    ranges = HardwareConfig.ranges()
+    header = ["field", "default", "unit", "range", "meaning"]
+    rows = [
+        [name, _literal(default), unit, _range(ranges.get(name)), meaning]
+        for name, _, default, unit, meaning in fields
+    ]
     if config is not None:
         print(f"file: {escape(args.config)} (its values in the file column; blank: the default)")
         header.insert(2, "file")
@@ -54,10 +59,18 @@ def run(args: argparse.Namespace) -> int:
             value = getattr(config, name)
             row.insert(2, _literal(value) if value != default else "")
     print(_table(header, rows), end="")
-    zero_ok = ", ".join(sorted(HardwareConfig.ZERO_ALLOWED))
-    print(f"\nEvery number is at least 1, except {zero_ok} (at least 0).")
+    print(
+        f"\nRanges include both ends. At most {MAX_TRACE_CHANNELS:,} channels in all (each PE: "
+        "DMA read + write, GEMM, MATH, IPCQ links).\n"
+        f"A run whose clock would pass 2**53 cycles ({MAX_CYCLES:,}) stops with an error."
+    )
     print("Set one for a run: kbdebug run SCENARIO --set hbm_latency=800")
     return 0
+
+
+def _range(bounds: tuple[float, float] | None) -> str:
+    """``0..1_000_000_000`` (both ends allowed); '' for a field without one (a bool)."""
+    return "" if bounds is None else f"{range_text(bounds[0])}..{range_text(bounds[1])}"
 
 
 def _literal(value: object) -> str:
@@ -81,8 +94,10 @@ def _toml(fields: list, config: HardwareConfig) -> str:
         "# kbdebug hardware configuration: kbdebug run SCENARIO --config THIS.toml",
         "[hardware]",
     ]
+    ranges = HardwareConfig.ranges()
     for name, _, default, unit, meaning in fields:
         unit_note = f" [{unit}]" if unit else ""
-        lines.append(f"# {meaning}{unit_note} (default {_literal(default)})")
+        bounds = f", range {_range(ranges[name])}" if name in ranges else ""
+        lines.append(f"# {meaning}{unit_note} (default {_literal(default)}{bounds})")
         lines.append(f"{name} = {_literal(getattr(config, name))}")
     return "\n".join(lines) + "\n"
