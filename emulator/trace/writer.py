@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import operator
 import os
@@ -470,6 +471,8 @@ class TraceWriter:
             raise ValueError(
                 f"footer end_time {end_time!r} must be an int >= the last event time {self._time}"
             )
+        if end_time > wire.MAX_CYCLES:
+            raise self._past_max_cycles(end_time)
         error = footer.get("error")
         if error is not None and not isinstance(error, str):
             raise TypeError(f"footer error must be a str or None, not {type(error).__name__}")
@@ -565,6 +568,8 @@ class TraceWriter:
         try:
             pending = self._pending
             if pending:
+                if self._time > wire.MAX_CYCLES:  # once a batch: times never go back
+                    raise self._past_max_cycles(self._time)
                 # A msgpack array is its header followed by its items' encodings, so
                 # dropping the header leaves the records back to back.
                 try:
@@ -579,6 +584,17 @@ class TraceWriter:
                 self.flush()
         finally:
             self._writing = was_writing
+
+    def _past_max_cycles(self, time: int) -> OSError:
+        """Fail the writer, as a refused write does, for a time no reader accepts."""
+        self.write_error = OSError(
+            errno.EOVERFLOW,
+            f"the run's clock reached cycle {time:,}, past 2**53 ({wire.MAX_CYCLES:,}), "
+            "the last a trace holds",
+        )
+        self._open = False
+        self._state = "failed"
+        return self.write_error
 
     def _unpackable(self) -> TypeError:
         """Write the records before the first one msgpack cannot pack, then fail the writer.

@@ -157,10 +157,17 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
             outcome, message = KERNEL_ERROR, str(e)
         except EmulatorError as e:
             outcome, message = ERROR, str(e)
+        except Exception:
+            if writer.write_error is None:
+                raise
+            # A refused write surfaces as whatever the emulator made of it: write_error tells.
         finally:
             writer.close()
             if out is None:
                 handle.close()  # an Output's file is closed by its commit (after an fsync)
+        if writer.write_error is not None:
+            reason = writer.write_error.strerror or writer.write_error
+            return Row(task.index, ERROR, _one_line(f"cannot write its trace: {reason}"))
         if outcome != OK and writer.events == 0:
             return Row(task.index, REFUSED, _one_line(f"{message} (nothing ran)"))
         row = _analyse(task.index, path, outcome, message)
