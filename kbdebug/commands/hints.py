@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from kbdebug.commands import launch_file
+
 #: Bytes of a Python file read to list its functions (a launcher is a small file).
-PYTHON_READ_BYTES = 1 << 20
+PYTHON_READ_BYTES = launch_file.MAX_LAUNCH_BYTES
 #: Function names listed in one message at most.
 MAX_LISTED = 8
 
@@ -18,11 +20,8 @@ def scenario_functions(path: Path) -> list[str] | None:
     kernels, not launchers: they are listed only when there is nothing else.
     None when the file cannot be read or parsed.
     """
-    try:
-        with open(path, "rb") as f:
-            text = f.read(PYTHON_READ_BYTES)
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError):
+    tree = launch_file.parse(path)
+    if tree is None:
         return None
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     launchers = [f.name for f in functions if not _is_kernel(f)]
@@ -42,15 +41,12 @@ def listed(names: list[str]) -> str:
 
 
 def syntax_error(path: Path) -> str | None:
-    """``line N: invalid syntax`` when the Python file ``path`` does not parse, else None."""
-    try:
-        with open(path, "rb") as f:
-            ast.parse(f.read(PYTHON_READ_BYTES))
-    except SyntaxError as e:
-        return f"line {e.lineno}: {e.msg}" if e.lineno else str(e.msg)
-    except (OSError, ValueError):
+    """``line N: invalid syntax`` when the Python file ``path`` does not decode or compile
+    (an expression nested too deeply too), else None (None too when it cannot be read)."""
+    problem = launch_file.problem(path)
+    if problem is None or problem.stage == "read":
         return None
-    return None
+    return f"line {problem.line}: {problem.detail}" if problem.line else problem.detail
 
 
 def run_hint(path: Path) -> str:

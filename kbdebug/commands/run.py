@@ -6,7 +6,6 @@ import argparse
 import ast
 import difflib
 import functools
-import importlib.util
 import inspect
 import signal
 import sys
@@ -25,6 +24,7 @@ from emulator.recorder import NullRecorder
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace import wire
 from emulator.trace.writer import TraceWriter
+from kbdebug.commands import launch_file
 from kbdebug.commands.hints import listed, run_hint, scenario_functions, syntax_error
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
@@ -125,7 +125,13 @@ def _run(args: argparse.Namespace) -> int:
         if hw:
             config = config.replace(**hw)
     except ConfigError as e:
-        hint = " (kbdebug hw lists them)" if "unknown hardware field" in str(e) else ""
+        hint = (
+            " (kbdebug hw lists them)"
+            if "unknown hardware field" in str(e)
+            else " (kbdebug hw lists the ranges)"
+            if " must be <= " in str(e)
+            else ""
+        )
         raise UserError(f"{e}{hint}") from None
     if "config" in scenario_params:
         params["config"] = config
@@ -386,19 +392,9 @@ def _builder(spec: str):
         raise UserError(_unknown_scenario(spec))
     path_text, _, func = spec.rpartition(":")
     path = Path(path_text)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    module_name = f"kbdebug_user_{path.stem}"
-    spec_obj = importlib.util.spec_from_file_location(module_name, path)
-    if spec_obj is None or spec_obj.loader is None:
-        raise UserError(f"{path}: cannot be imported as Python")
-    module = importlib.util.module_from_spec(spec_obj)
-    sys.modules[module_name] = module
-    sys.path.insert(0, str(path.resolve().parent))
-    try:
-        spec_obj.loader.exec_module(module)
-    except Exception as e:  # the user's file: report it in one line
-        raise UserError(f"{path}: {type(e).__name__}: {e}") from None
+    # Read bounded, compiled before it runs: a file that is not one, or that Python
+    # cannot compile, is one line with its line number.
+    module = launch_file.load(path, f"kbdebug_user_{path.stem}")
     builder = getattr(module, func, None)
     if not callable(builder):
         functions = scenario_functions(path)
@@ -427,7 +423,7 @@ def _unknown_scenario(spec: str) -> str:
     path = Path(spec)
     if spec.endswith(".py") or path.is_file():
         if not path.is_file():
-            return f"{path}: no such file"
+            return str(launch_file.problem(path) or f"{path}: no such file")
         if _is_trace(path):
             return f"{path} is a trace already: open it with kbdebug {path}"
         broken = syntax_error(path)

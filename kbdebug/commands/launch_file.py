@@ -1,0 +1,217 @@
+"""A user's launch file (FILE.py of `kbdebug run FILE.py:FUNCTION`): read, compiled, run.
+
+Read as input files are (emulator.input_files): a regular file only, at most
+MAX_LAUNCH_BYTES, never a FIFO or a device. Decoded as Python decodes source
+(UTF-8 unless a coding line says otherwise), and compiled before any of it
+runs, so a file Python cannot compile (a syntax error, or an expression nested
+too deeply: RecursionError or MemoryError in the compiler) is one line naming
+the file and the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import errno
+import importlib.util
+import io
+import sys
+import textwrap
+import tokenize
+from pathlib import Path
+from types import CodeType, ModuleType
+
+from emulator.input_files import InputFileError, read_input_file
+from kbdebug.errors import UserError
+
+#: Bytes of a launch file read at most (a launcher is a small file).
+MAX_LAUNCH_BYTES = 1 << 20
+
+
+class LaunchFileError(UserError):
+    """The launch file cannot be read, decoded or compiled (``stage``): ``detail`` says
+    what is wrong, ``line`` where, when known."""
+
+    def __init__(self, path: Path, detail: str, line: int | None = None, *, stage: str):
+        where = f"line {line}: " if line is not None else ""
+        what = "does not compile: " if stage == "compile" else ""
+        super().__init__(f"{path}: {where}{what}{detail}")
+        self.detail = detail
+        self.line = line
+        self.stage = stage
+
+
+def read(path: Path) -> bytes:
+    """The bytes of the launch file ``path``; LaunchFileError if it cannot be read."""
+    try:
+        return read_input_file(path, MAX_LAUNCH_BYTES, "a launch file")
+    except InputFileError as e:
+        problem = "no such file" if e.errno == errno.ENOENT else str(e)
+        raise LaunchFileError(path, problem, stage="read") from None
+
+
+def decode(path: Path, source: bytes) -> str:
+    """``source`` as text, decoded as Python decodes it (a coding line, else UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    except SyntaxError as e:  # an unknown coding, or a first line that is not UTF-8
+        line = _bad_utf8_line(source)
+        if line is not None:
+            raise _not_utf8(path, source, line) from None
+        raise LaunchFileError(path, e.msg, e.lineno or None, stage="decode") from None
+    try:
+        return source.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = source.count(b"\n", 0, e.start) + 1
+        raise _not_utf8(path, source, line, e.start, encoding) from None
+
+
+def compile_source(path: Path, text: str, filename: str | None = None) -> CodeType:
+    """The code of the launch file's ``text``; LaunchFileError if Python cannot compile it.
+
+    ``filename`` is the code's file name (what tracebacks and the trace's source
+    locations name), ``path`` by default.
+    """
+    try:
+        return compile(text, filename or str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:  # IndentationError and TabError too
+        line = e.lineno or _nul_line(text)  # a NUL byte has no line in Python's error
+        raise LaunchFileError(path, e.msg, line, stage="compile") from None
+    except (RecursionError, MemoryError) as e:
+        # Python's parser and compiler give up on deep nesting without saying where.
+        raise LaunchFileError(
+            path,
+            f"an expression nested too deeply ({type(e).__name__})",
+            _too_deep_line(text),
+            stage="compile",
+        ) from None
+    except ValueError as e:  # a NUL byte, in the Pythons that raise ValueError for it
+        raise LaunchFileError(path, str(e), _nul_line(text), stage="compile") from None
+
+
+def problem(path: Path) -> LaunchFileError | None:
+    """Why the launch file ``path`` cannot be read or compiled, or None if it can."""
+    try:
+        compile_source(path, decode(path, read(path)))
+    except LaunchFileError as e:
+        return e
+    return None
+
+
+def parse(path: Path) -> ast.Module | None:
+    """The syntax tree of the launch file ``path``, None if it cannot be read or parsed."""
+    try:
+        return ast.parse(decode(path, read(path)), str(path))
+    except (LaunchFileError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def load(path: Path, module_name: str) -> ModuleType:
+    """Run the launch file ``path`` as the module ``module_name`` and return it.
+
+    Its directory goes first on sys.path (so it imports the kernels beside it).
+    LaunchFileError if it cannot be read or compiled; UserError, in one line, for
+    whatever running it raises.
+    """
+    code_text = decode(path, read(path))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{path}: cannot be imported as Python")
+    # The file name the import system would give its code: tracebacks and the trace's
+    # source locations name the file as they always have.
+    code = compile_source(path, code_text, spec.origin)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        exec(code, module.__dict__)
+    except Exception as e:  # the user's file: report it in one line
+        raise UserError(f"{path}: {type(e).__name__}: {e}") from None
+    return module
+
+
+def _not_utf8(
+    path: Path, source: bytes, line: int, start: int | None = None, encoding: str = "utf-8"
+) -> LaunchFileError:
+    if start is None:
+        start = _bad_utf8_offset(source)
+    column = start - source.rfind(b"\n", 0, start)
+    name = "UTF-8" if encoding.replace("-", "").lower() in ("utf8", "utf8sig") else encoding
+    return LaunchFileError(
+        path,
+        f"not {name} (byte 0x{source[start]:02x} at column {column}); save it as UTF-8 or "
+        "declare its encoding on its first line (# -*- coding: latin-1 -*-)",
+        line,
+        stage="decode",
+    )
+
+
+def _bad_utf8_offset(source: bytes) -> int:
+    try:
+        source.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start
+    return 0
+
+
+def _bad_utf8_line(source: bytes) -> int | None:
+    """The line of the first byte that is not UTF-8, None if every byte is."""
+    try:
+        source.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return source.count(b"\n", 0, e.start) + 1
+    return None
+
+
+def _nul_line(text: str) -> int | None:
+    at = text.find("\0")
+    return None if at < 0 else text.count("\n", 0, at) + 1
+
+
+def _too_deep_line(text: str) -> int | None:
+    """The first line of the first statement Python cannot compile alone for its depth.
+
+    Each logical line (a statement, or a compound statement's header) is compiled
+    by itself; None when none fails that way (or the text does not tokenize).
+    """
+    lines = text.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, RecursionError, MemoryError):
+        return None
+    start = None
+    for token in tokens:
+        if token.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if start is None:
+            start = token.start[0]
+        if token.type not in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            continue
+        statement = textwrap.dedent("".join(lines[start - 1 : token.end[0]]))
+        if statement.rstrip().endswith(":"):
+            statement += "\n    pass\n"  # a compound statement's header
+        if _too_deep(statement):
+            return start
+        start = None
+    return None
+
+
+def _too_deep(statement: str) -> bool:
+    try:
+        compile(statement, "<statement>", "exec", dont_inherit=True)
+    except (RecursionError, MemoryError):
+        return True
+    except Exception:  # out of its context (a return, an else:): not what failed
+        return False
+    return False
+
+
+__all__ = [
+    "MAX_LAUNCH_BYTES",
+    "LaunchFileError",
+    "compile_source",
+    "decode",
+    "load",
+    "parse",
+    "problem",
+    "read",
+]
