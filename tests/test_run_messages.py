@@ -182,7 +182,8 @@ def test_an_unwritable_cache_records_the_example_in_a_temporary_directory(
 
 def test_a_kernel_error_with_control_characters_is_escaped(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "boom.py").write_text(textwrap.dedent('''
+    (tmp_path / "boom.py").write_text(
+        textwrap.dedent("""
         import numpy as np
         from emulator import Memory
         from emulator.scenarios import Scenario
@@ -195,7 +196,8 @@ def test_a_kernel_error_with_control_characters_is_escaped(tmp_path, monkeypatch
             mem = Memory(size_bytes=1 << 16)
             return Scenario(kernel=kernel, args=(mem.put(np.ones((8, 8), np.float16)),),
                             grid=(1,), memory=mem)
-    '''))
+    """)
+    )
     assert main(["run", "boom.py:launch", "-q", "-o", "boom.kbt"]) == 1
     err = capsys.readouterr().err
     assert "\x1b" not in err and "bad \\x1b[31mred" in err
