@@ -7,9 +7,11 @@ import json
 from dataclasses import replace
 
 import pytest
+from trace_synth import KERNEL_SOURCE, decode_like_events, make_header
 
 from emulator.scenarios import decode_blocking, decode_prefetch
 from emulator.trace.schema import SourceLoc
+from emulator.trace.writer import TraceWriter
 from kbdebug.analysis import findings_of
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.identity import with_stable_ids
@@ -228,3 +230,48 @@ def test_missing_or_empty_file_is_exit_2(tmp_path, capsys, content, message):
         a.write_bytes(content)
     assert main(["diff", str(a), str(a)]) == 2
     assert message in capsys.readouterr().err
+
+
+# --- terminal escapes in the traces' strings ---------------------------------------------
+
+NASTY = "\x1b[31m\x07\x9b2J"
+
+
+def hostile_trace(path) -> str:
+    """A trace whose channel names, kernel name, file and function names hold escapes."""
+
+    def nasty(value):
+        if isinstance(value, SourceLoc):
+            caller = nasty(value.caller) if value.caller is not None else None
+            return SourceLoc(f"k{NASTY}.py", value.line, f"decode{NASTY}", caller)
+        return f"decode{NASTY}" if value == "decode_attention" else value
+
+    header = make_header()
+    for channel in header["channels"]:
+        channel["name"] += NASTY
+    header["launch"]["kernel"] = f"decode{NASTY}"
+    writer = TraceWriter(path)
+    writer.begin(header)
+    writer.add_source(f"k{NASTY}.py", KERNEL_SOURCE)
+    events = decode_like_events(600)
+    for event in events:
+        writer.emit(*(nasty(v) for v in event))
+    writer.end({"status": "ok", "end_time": events[-1][1], "error": None, "error_loc": None})
+    return str(path)
+
+
+def test_no_escape_of_a_trace_reaches_the_terminal(traces, tmp_path, capsys):
+    hostile = hostile_trace(tmp_path / f"b{NASTY}.kbt")
+    for args in ([traces["blocking"], hostile], [hostile, traces["blocking"]], [hostile, hostile]):
+        main(["diff", *args, "--fail-on-regression"])
+        captured = capsys.readouterr()
+        for raw in ("\x1b", "\x07", "\x9b"):
+            assert raw not in captured.out and raw not in captured.err, (args, raw)
+        # Shown, escaped: the channel names, the kernel, the file and function names.
+        assert "pe0.dma_read0\\x1b[31m\\x07\\x9b2J" in captured.out
+        assert "decode\\x1b[31m\\x07\\x9b2J" in captured.out
+        assert "k\\x1b[31m\\x07\\x9b2J.py" in captured.out
+    main(["diff", traces["blocking"], hostile, "--json", "--fail-on-regression"])
+    captured = capsys.readouterr()
+    assert not any(raw in captured.out + captured.err for raw in ("\x1b", "\x07", "\x9b"))
+    assert "pe0.dma_read0" + NASTY in {c["name"] for c in json.loads(captured.out)["busy"]}

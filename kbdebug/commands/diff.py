@@ -22,6 +22,10 @@ from kbdebug.safe_text import escape
 
 #: Source lines the text lists (largest stall first); --json has them all.
 STALL_LINES = 15
+#: Longest channel or figure name shown (escaped; longer is cut with an ellipsis).
+NAME_LIMIT = 256
+#: Longest line of text: every line is escaped once more on its way out, whatever built it.
+LINE_LIMIT = 1 << 16
 
 DESCRIPTION = """\
 Compare two traces, A (before) and B (after): end cycle, stall cycles,
@@ -117,8 +121,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _rows(changes: list[Change]) -> list[list[str]]:
+    """Table rows of ``changes``; their names (channel names come from the traces) escaped."""
     return [
-        [c.name, _value(c.a, c.unit), _value(c.b, c.unit), _change(c), c.verdict] for c in changes
+        [escape(c.name, NAME_LIMIT), _value(c.a, c.unit), _value(c.b, c.unit)]
+        + [_change(c), c.verdict]
+        for c in changes
     ]
 
 
@@ -129,7 +136,12 @@ def _run_line(label: str, path: str, s: Summary, reason: str | None) -> str:
 
 
 def render(diff: RunDiff, a_path: str, b_path: str) -> str:
-    """The diff as text: runs, headline numbers, busy shares, findings, stalls, verdict."""
+    """The diff as text: runs, headline numbers, busy shares, findings, stalls, verdict.
+
+    Every text read from a trace (paths, kernel, channel, file and function names, finding
+    ids and titles, warnings) is escaped where it is placed, and every line once more at
+    the end (escaping is idempotent), so no terminal escape of a trace reaches the screen.
+    """
     lines = [
         _run_line("A", a_path, diff.a, diff.a_incomplete),
         _run_line("B", b_path, diff.b, diff.b_incomplete),
@@ -164,7 +176,7 @@ def render(diff: RunDiff, a_path: str, b_path: str) -> str:
         if len(stalled) > STALL_LINES:
             lines.append(f"  ... {len(stalled) - STALL_LINES} more lines (--json lists all)")
     lines += ["", _verdict(diff)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(escape(line, LINE_LIMIT) for line in lines) + "\n"
 
 
 def _findings_line(diff: RunDiff) -> str:
