@@ -31,16 +31,16 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 
 def write(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """The cache file of ``meta`` and ``arrays`` (laid out one after another, in the map's
-    order), its lengths and CRC-32s right."""
-    places, offset = [], 0
+    """The cache file of ``meta`` and ``arrays`` (laid out as the cache lays them out, in
+    the map's order), its lengths and CRC-32s right."""
+    places, body = [], b""
     for name, *_ in meta["arrays"]:
         array = arrays[name]
-        places.append([name, array.dtype.str, list(array.shape), offset])
-        offset += array.nbytes
+        body += b"\0" * (-len(body) % index_cache._ALIGN)
+        places.append([name, array.dtype.str, list(array.shape), len(body)])
+        body += np.ascontiguousarray(array).tobytes()
     meta = {**meta, "arrays": places}
     packed = msgpack.packb(meta, use_bin_type=True)
-    body = b"".join(np.ascontiguousarray(arrays[name]).tobytes() for name, *_ in places)
     preamble = PREAMBLE.pack(
         index_cache.MAGIC, len(packed), zlib.crc32(packed), len(body), zlib.crc32(body)
     )

@@ -306,15 +306,15 @@ def test_a_cache_file_cut_while_it_is_read_is_ignored(cache, trace, monkeypatch)
     expected = Replay.open(trace, cache=False)
     Replay.open(trace)
     path = index_file(cache)
-    read_array = index_cache._read_array
+    read_arrays = index_cache._read_arrays
 
     def cut_first(fd, *args):
         os.truncate(path, 100)
-        return read_array(fd, *args)
+        return read_arrays(fd, *args)
 
-    monkeypatch.setattr(index_cache, "_read_array", cut_first)
+    monkeypatch.setattr(index_cache, "_read_arrays", cut_first)
     assert load(cache, trace) is None
-    monkeypatch.setattr(index_cache, "_read_array", read_array)
+    monkeypatch.setattr(index_cache, "_read_arrays", read_arrays)
     same_index(Replay.open(trace), expected)
     assert load(cache, trace) is not None
 

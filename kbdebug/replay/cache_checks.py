@@ -287,7 +287,7 @@ def checked_events(columns: dict[str, np.ndarray], checks: _TraceChecks) -> Even
                 events[k] = found[of == k]
     for k in kinds:
         if k not in events:
-            events[k] = np.flatnonzero(kind == k)
+            events[k] = np.flatnonzero(kind == k).astype(position, copy=False)
     values: dict[tuple[Kind, str], np.ndarray] = {}
     # Per column, the values not -1 that the events' own fields account for.
     filled = dict.fromkeys(COLUMNS[3:], 0)
