@@ -86,7 +86,12 @@ class Output:
         self._temp: Path | None = None
         self._file: IO | None = None
         if self.stdout:
+            # Python leaves sys.stdout None when descriptor 1 was closed at start-up: a file
+            # opened since (the trace, the index cache) may hold descriptor 1 now, and the
+            # stream must never go into it.
             try:
+                if sys.stdout is None:
+                    raise OSError
                 os.fstat(1)
             except OSError:
                 raise UserError(f"cannot write {self.name}: stdout is closed") from None
