@@ -86,11 +86,11 @@ class Output:
         self._temp: Path | None = None
         self._file: IO | None = None
         if self.stdout:
-            # Python leaves sys.stdout None when descriptor 1 was closed at start-up: a file
+            # Python leaves sys.__stdout__ None when descriptor 1 was closed at start-up: a file
             # opened since (the trace, the index cache) may hold descriptor 1 now, and the
             # stream must never go into it.
             try:
-                if sys.stdout is None:
+                if sys.__stdout__ is None:
                     raise OSError
                 os.fstat(1)
             except OSError:

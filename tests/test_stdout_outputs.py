@@ -267,3 +267,28 @@ def test_dev_fd_of_a_pipe_is_written_as_a_stream(tmp_path):
     assert read_trace(got[0]).footer["status"] == "ok"
     assert f"trace:  /dev/fd/{w} (" in done.stdout.decode()  # stdout is not the output here
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_holding_a_closed_stdouts_descriptor_is_never_written(trace, tmp_path):
+    """Descriptor 1 closed at start-up, then taken by a file the process opens (the index
+    cache, the trace): `-o -` must still say stdout is closed, never write into that file
+    (it wrote the whole export into it and exited 0)."""
+    victim = tmp_path / "victim.txt"
+    code = (
+        "import sys; f = open(sys.argv[1], 'w'); "
+        "from kbdebug.cli import main; sys.exit(main(sys.argv[2:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(victim), "export", str(trace), "-o", "-"],
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        close_fds=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 2
+    assert (
+        no_traceback(done.stderr).strip() == "kbdebug export: cannot write stdout: stdout is closed"
+    )
+    assert victim.read_bytes() == b""
