@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import textwrap
 
 import pytest
@@ -46,9 +45,6 @@ def test_open_records_then_opens_the_app_on_the_new_trace(tmp_path, launched, ca
     assert "check:  output matches" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(
-    "rerun" not in inspect.signature(KbdebugApp).parameters, reason="the app takes no rerun yet"
-)
 def test_the_app_gets_the_command_that_records_the_same_trace_again(tmp_path, launched):
     out = tmp_path / "d.kbt"
     assert main(["run", "decode_prefetch", "--set", "n_tiles=3", "-o", str(out), "--open"]) == 0
