@@ -11,7 +11,8 @@ from typing import IO, Any
 import msgpack
 
 from emulator.trace import wire
-from emulator.trace.schema import COMPOUNDS, FIELDS, STATUSES, Kind, SourceLoc, expand
+from emulator.trace.compound import CompoundWriting, compound_label
+from emulator.trace.schema import COMPOUNDS, FIELDS, STATUSES, Kind, SourceLoc
 
 # Per kind: (its code as a plain int, number of fields, whether any field is interned,
 # positions of its str fields, positions of its loc fields).
@@ -28,42 +29,6 @@ _SPECS: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {
 
 
 _ISSUE, _OP_LOG, _WAIT_BEGIN = int(Kind.ISSUE), int(Kind.OP_LOG), int(Kind.WAIT_BEGIN)
-
-# Per compound code: (number of fields, events it stands for beyond the first).
-_COMPOUND_SPECS: dict[int, tuple[int, int]] = {
-    code: (sum(len(FIELDS[kind]) for kind in kinds), len(kinds) - 1)
-    for code, kinds in COMPOUNDS.items()
-}
-# Compounds that begin with ISSUE + OP_LOG (their first 11 fields), and the wait on a
-# finished future (WAIT_BEGIN's loc is its second field); the others hold only ints.
-_ISSUE_LOGGED = frozenset(
-    code for code, kinds in COMPOUNDS.items() if kinds[:2] == (Kind.ISSUE, Kind.OP_LOG)
-)
-_ISSUE_GRANTED = next(
-    code for code, kinds in COMPOUNDS.items() if kinds[2:] == (Kind.CHAN_REQUEST, Kind.CHAN_GRANT)
-)
-_WAIT_DONE = next(
-    code for code, kinds in COMPOUNDS.items() if kinds == (Kind.WAIT_BEGIN, Kind.WAIT_END)
-)
-# The release of a compute command's engine, which is also its completion: with
-# _ISSUE_GRANTED, two thirds of the records of a typical run.
-_RELEASE_COMPLETE = next(
-    code for code, kinds in COMPOUNDS.items() if kinds == (Kind.CHAN_RELEASE, Kind.COMPLETE)
-)
-_ISSUE_GRANTED_FOLDED = _COMPOUND_SPECS[_ISSUE_GRANTED][1]
-# Call-site entries kept at most (see TraceWriter._site): a run has a few dozen.
-_MAX_SITES = 4096
-_INTS_ONLY = frozenset(
-    code
-    for code, kinds in COMPOUNDS.items()
-    if all(tag == "int" for kind in kinds for _, tag in FIELDS[kind])
-)
-if set(COMPOUNDS) != _ISSUE_LOGGED | _INTS_ONLY | {_WAIT_DONE}:
-    raise AssertionError("a compound of schema.COMPOUNDS has no write path in TraceWriter")
-
-
-def _compound_name(code: int) -> str:
-    return "+".join(kind.name for kind in COMPOUNDS[code])
 
 
 def _pack_default(obj: Any) -> int:
@@ -96,7 +61,7 @@ def _fit(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", errors="ignore")
 
 
-class TraceWriter:
+class TraceWriter(CompoundWriting):
     """Writes header, sources, events and footer of one run as a .kbt stream.
 
     ``target`` is a path (the file is created, and closed by ``end``/``close``) or a
@@ -157,8 +122,6 @@ class TraceWriter:
         self._time = 0
         self._strings: dict[str, int] = {}
         self._locs: dict[SourceLoc | None, int] = {None: -1}
-        # id(loc) + id(op) -> a command call site's entry (see _site).
-        self._sites: dict[int, tuple[Any, ...]] = {}
         self._sources: dict[str, str] = {}
         self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
         # What emit looks a kind up in: _SPECS between begin and end (the only time emit
@@ -168,12 +131,7 @@ class TraceWriter:
         self._accepting = False
         self.write_error: OSError | None = None
         self._writing = False
-        #: Whether emit_compound writes compound records (else their events, one each).
-        self.compound = wire.FORMAT_VERSION >= (1, 2) if compound is None else bool(compound)
-        if not self.compound:
-            self.emit_compound = self._emit_compound_expanded  # type: ignore[method-assign]
-        # Events written as parts of compound records beyond one per record.
-        self._folded = 0
+        self._init_compounds(wire.FORMAT_VERSION >= (1, 2) if compound is None else bool(compound))
 
     @property
     def _open(self) -> bool:
@@ -287,166 +245,6 @@ class TraceWriter:
         self._time = time
         if len(pending) >= self._batch:
             self._pack_pending()
-
-    def emit_compound(self, code: int, time: int, pe: int, *fields: Any) -> None:
-        """Write the events of ``schema.COMPOUNDS[code]`` (on one PE, in one cycle, one
-        right after the other) as one record; ``fields`` are theirs, concatenated.
-
-        Raises ValueError as ``emit`` does (an unknown code, a wrong number of fields).
-        """
-        last = self._time
-        if type(time) is not int or time < last or not self._accepting:
-            raise self._rejected_compound(code, time, fields)
-        # The two commonest records first, each unpacked whole (which checks the field
-        # count) and built as one tuple.
-        if code == _ISSUE_GRANTED:  # every compute command on a free engine
-            try:
-                (
-                    cmd,
-                    op,
-                    future,
-                    addr,
-                    nbytes,
-                    shape,
-                    dtype,
-                    blocking,
-                    loc,
-                    category,
-                    logged,
-                    channel,
-                    requested,
-                    granted_channel,
-                    granted,
-                ) = fields
-            except ValueError:
-                raise self._rejected_compound(code, time, fields) from None
-            # The emulator passes the same loc and str objects from one call site each
-            # time: their ids come from the site's entry (one int-keyed lookup and
-            # identity checks) instead of hashing the loc and four strings again.
-            site = self._sites.get(id(loc) + id(op))
-            if (
-                site is None
-                or site[0] is not loc
-                or site[1] is not op
-                or site[2] is not dtype
-                or site[3] is not category
-                or site[4] is not logged
-            ):
-                site = self._site(loc, op, dtype, category, logged)
-            record = (
-                code,
-                time - last,
-                pe,
-                cmd,
-                site[5],
-                future,
-                addr,
-                nbytes,
-                shape,
-                site[6],
-                blocking,
-                site[7],
-                site[8],
-                site[9],
-                channel,
-                requested,
-                granted_channel,
-                granted,
-            )
-            folded = _ISSUE_GRANTED_FOLDED
-        elif code == _RELEASE_COMPLETE:  # ... and its release, which completes it
-            try:
-                channel, cmd, completed, future = fields
-            except ValueError:
-                raise self._rejected_compound(code, time, fields) from None
-            record = (code, time - last, pe, channel, cmd, completed, future)
-            folded = 1
-        else:
-            try:
-                width, folded = _COMPOUND_SPECS[code]
-            except (KeyError, TypeError):
-                raise self._rejected_compound(code, time, fields) from None
-            if len(fields) != width:
-                raise self._rejected_compound(code, time, fields)
-            if code in _ISSUE_LOGGED:  # a load, store, send or receive: as above
-                cmd, op, future, addr, nbytes, shape, dtype, blocking, loc, category, logged = (
-                    fields[:11]
-                )
-                site = self._site_of(loc, op, dtype, category, logged)
-                record = (
-                    code,
-                    time - last,
-                    pe,
-                    cmd,
-                    site[5],
-                    future,
-                    addr,
-                    nbytes,
-                    shape,
-                    site[6],
-                    blocking,
-                    site[7],
-                    site[8],
-                    site[9],
-                ) + fields[11:]
-            elif code == _WAIT_DONE:
-                future, loc, ended, stalled = fields
-                loc_id = self._locs.get(loc)
-                if loc_id is None:
-                    loc_id = self._define_loc(loc)
-                record = (code, time - last, pe, future, loc_id, ended, stalled)
-            else:
-                record = (code, time - last, pe) + fields
-        pending = self._pending
-        pending.append(record)
-        self._time = time
-        self._folded += folded
-        if len(pending) >= self._batch:
-            self._pack_pending()
-
-    def _site_of(
-        self, loc: Any, op: Any, dtype: Any, category: Any, logged: Any
-    ) -> tuple[Any, ...]:
-        """The entry of a command's call site, from the cache when it holds these very
-        objects (emit_compound inlines this for compute commands, the hot path)."""
-        site = self._sites.get(id(loc) + id(op))
-        if (
-            site is None
-            or site[0] is not loc
-            or site[1] is not op
-            or site[2] is not dtype
-            or site[3] is not category
-            or site[4] is not logged
-        ):
-            site = self._site(loc, op, dtype, category, logged)
-        return site
-
-    def _site(self, loc: Any, op: Any, dtype: Any, category: Any, logged: Any) -> tuple[Any, ...]:
-        """The entry of a command's call site: (loc, op, dtype, category, logged) and
-        their ids (interned by value, so the bytes are those of a lookup by value)."""
-        strings = self._strings
-        ids = []
-        for text in (op, dtype):
-            sid = strings.get(text)
-            ids.append(self._define_string(text) if sid is None else sid)
-        loc_id = self._locs.get(loc)
-        ids.append(self._define_loc(loc) if loc_id is None else loc_id)
-        for text in (category, logged):
-            sid = strings.get(text)
-            ids.append(self._define_string(text) if sid is None else sid)
-        if len(self._sites) >= _MAX_SITES:  # locs made anew for every call: keep none
-            self._sites.clear()
-        site = (loc, op, dtype, category, logged, *ids)
-        self._sites[id(loc) + id(op)] = site
-        return site
-
-    def _emit_compound_expanded(self, code: int, time: int, pe: int, *fields: Any) -> None:
-        """emit_compound of a writer that writes no compound records: one per event."""
-        spec = _COMPOUND_SPECS.get(code) if type(code) is int else None
-        if not self._open or spec is None or len(fields) != spec[0]:
-            raise self._rejected_compound(code, time, fields)
-        for event in expand(code, time, pe, fields):
-            self.emit(*event)
 
     def end(self, footer: dict[str, Any]) -> None:
         """Write the footer (``footer`` plus the event count), flush, and close an owned file.
@@ -619,7 +417,7 @@ class TraceWriter:
         if isinstance(bad, dict):
             what = "header or footer"
         elif bad[0] in COMPOUNDS:
-            what = f"compound record ({_compound_name(bad[0])})"
+            what = f"compound record ({compound_label(bad[0])})"
         elif bad[0] in _SPECS:
             what = f"{Kind(bad[0]).name} event"
         else:
@@ -645,20 +443,6 @@ class TraceWriter:
         if time < self._time:
             return ValueError(f"{name} at time {time} is before the previous event ({self._time})")
         return ValueError(f"{name} has {len(fields)} fields, expected {len(FIELDS[Kind(kind)])}")
-
-    def _rejected_compound(self, code: Any, time: Any, fields: tuple[Any, ...]) -> Exception:
-        """The error for a compound record emit_compound cannot write."""
-        if not self._open:
-            state = "not begun" if self._state == "new" else self._state
-            return ValueError(f"emit_compound() called on a trace writer that is {state}")
-        if type(code) is not int or code not in COMPOUNDS:
-            return ValueError(f"unknown compound code {code!r}")
-        name = _compound_name(code)
-        if type(time) is not int:
-            return TypeError(f"{name} time must be an int, not {type(time).__name__}")
-        if time < self._time:
-            return ValueError(f"{name} at time {time} is before the previous event ({self._time})")
-        return ValueError(f"{name} has {len(fields)} fields, expected {_COMPOUND_SPECS[code][0]}")
 
     def _intern(
         self, fields: tuple[Any, ...], strs: tuple[int, ...], locs: tuple[int, ...]
