@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-import time
+import tracemalloc
 
 import msgpack
 import pytest
@@ -351,71 +351,103 @@ def test_every_field_kind_has_a_validation_rule():
     }
 
 
-# Limits: each is enforced before anything is allocated for it
+# Limits: each is enforced before anything is allocated for it. The proof is the read's
+# peak traced memory, against inputs that would take far more were the limit not checked
+# where it is: msgpack's own default limits are looser (32 Mi elements or bytes), so each
+# claim below sits between the format's limit and msgpack's, and each message names the
+# format's limit.
+
+PEAK_BYTES = 16 << 20
+#: Elements that follow the over-long headers below: as a list, 4 Mi slots take 32 MiB.
+MANY = 1 << 22
 
 
-def quickly_rejected(data: bytes) -> TraceFormatError:
-    start = time.perf_counter()
-    error = error_of(data)
-    assert time.perf_counter() - start < 0.5
+def refused_within_peak(data: bytes) -> TraceFormatError:
+    """The error reading ``data`` raises, asserting first that the read peaked under
+    PEAK_BYTES."""
+    error = None
+    tracemalloc.start()
+    try:
+        read_trace(data)
+    except TraceFormatError as e:
+        error = e
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < PEAK_BYTES, f"the read peaked at {peak:,} bytes"
+    assert error is not None, "the read raised no TraceFormatError"
     return error
 
 
+def array32(count: int) -> bytes:
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
 def test_array_longer_than_the_limit_is_rejected_before_allocation():
-    # A record claiming 2**32 - 1 elements, followed by nothing.
-    data = pack_objects(header_record()) + b"\xdd\xff\xff\xff\xff\x01"
-    assert "exceeds max_array_len" in str(quickly_rejected(data))
+    # An event record claiming 32 Mi elements, 4 Mi of them present.
+    data = pack_objects(header_record()) + array32((1 << 25) - 1) + b"\xc0" * MANY
+    error = refused_within_peak(data)
+    assert f"exceeds max_array_len({wire.MAX_ARRAY_LEN})" in str(error)
 
 
 def test_header_claiming_a_huge_array_is_rejected_before_allocation():
-    data = b"\x81\xa8channels\xdd\xff\xff\xff\xff"
-    error = quickly_rejected(data)
-    assert "exceeds max_array_len" in str(error) and error.offset == 0
+    data = b"\x81\xa8channels" + array32((1 << 25) - 1) + b"\xc0" * MANY
+    error = refused_within_peak(data)
+    assert f"exceeds max_array_len({wire.MAX_ARRAY_LEN})" in str(error) and error.offset == 0
 
 
 def test_map_longer_than_the_limit_is_rejected_before_allocation():
-    data = b"\xdf\xff\xff\xff\xff\xa6format"
-    assert "exceeds max_map_len" in str(quickly_rejected(data))
+    # A header map claiming 16 Mi entries, 256 Ki distinct keys present (over 30 MiB as a dict).
+    entries = b"".join(msgpack.packb(f"k{i}") + b"\xc0" for i in range(1 << 18))
+    data = b"\xdf" + ((1 << 24) - 1).to_bytes(4, "big") + entries
+    error = refused_within_peak(data)
+    assert f"exceeds max_map_len({wire.MAX_MAP_LEN})" in str(error)
+
+
+# msgpack checks a str's or bin's length once it holds the whole of it: what bounds the
+# memory there is the record limit (below); these limits bound what is kept.
 
 
 def test_str_longer_than_the_source_limit_is_rejected(monkeypatch):
     monkeypatch.setattr(wire, "MAX_SOURCE_BYTES", 1000)
-    data = forged([101, "k.py", "x" * 1001])
-    assert "exceeds max_str_len" in str(quickly_rejected(data))
+    error = error_of(forged([101, "k.py", "x" * 1001]))
+    assert "exceeds max_str_len(1000)" in str(error)
 
 
 def test_bin_longer_than_the_limit_is_rejected(monkeypatch):
     monkeypatch.setattr(wire, "MAX_SOURCE_BYTES", 1000)
-    data = forged(header=header_record(blob=b"x" * 1001))
-    assert "exceeds max_bin_len" in str(quickly_rejected(data))
+    error = error_of(forged(header=header_record(blob=b"x" * 1001)))
+    assert "exceeds max_bin_len(1000)" in str(error)
 
 
 def test_interned_string_longer_than_the_limit_is_rejected():
     data = forged([0, "x" * (wire.MAX_STRING_BYTES + 1)])
-    assert "interned string longer than the 65536-byte limit" in str(quickly_rejected(data))
+    assert "interned string longer than the 65536-byte limit" in str(error_of(data))
 
 
 def test_interned_string_limit_counts_utf8_bytes():
     text = "é" * (wire.MAX_STRING_BYTES // 2 + 1)  # fewer characters than bytes
-    assert "interned string longer" in str(quickly_rejected(forged([0, text])))
+    assert "interned string longer" in str(error_of(forged([0, text])))
 
 
-def test_record_larger_than_the_limit_is_rejected_not_taken_for_truncation(monkeypatch):
-    monkeypatch.setattr(wire, "MAX_RECORD_BYTES", 4096)
-    data = forged([101, "k.py", "x" * 5000])
-    error = quickly_rejected(data)
-    assert "larger than the 4096-byte limit" in str(error)
+def test_record_larger_than_the_limit_is_refused_without_buffering_it(monkeypatch):
+    # One record of 20 MiB (many strings, each within the string limit) against a 1 MiB
+    # record limit: the reader must stop once it holds 1 MiB of it, not buffer it all.
+    monkeypatch.setattr(wire, "MAX_RECORD_BYTES", 1 << 20)
+    data = forged([101, *["x" * (1 << 18)] * 80])
+    error = refused_within_peak(data)
+    assert "larger than the 1048576-byte limit" in str(error)
     assert error.offset == len(pack_objects(header_record()))
 
 
 def test_mesh_larger_than_the_pe_limit_is_rejected():
     data = forged(header=header_record(mesh=[1024, 1024]))
-    assert "outside 1..65536 PEs" in str(quickly_rejected(data))
+    assert "outside 1..65536 PEs" in str(error_of(data))
 
 
 def test_nesting_deeper_than_the_limit_is_rejected():
     data = pack_objects(header_record()) + b"\x91" * 5000 + b"\x00"
-    assert "malformed msgpack" in str(quickly_rejected(data))
+    assert "malformed msgpack" in str(error_of(data))
 
 
 # Loc callers (format 1.1): [102, loc_id, caller_loc_id]
