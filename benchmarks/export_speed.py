@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from emulator.scenarios import decode_prefetch
-from kbdebug.analysis import findings_of
+from kbdebug.analysis import Analysis
 from kbdebug.export.chrome import write_chrome
 from kbdebug.replay.replay import Replay
 
@@ -49,7 +49,7 @@ def main() -> None:
     started = time.perf_counter()
     replay = Replay.open(trace)
     opened = time.perf_counter() - started
-    findings = findings_of(replay)
+    findings = Analysis(replay).findings
     times = []
     for _ in range(args.repeat):
         started = time.perf_counter()

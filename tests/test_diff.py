@@ -12,13 +12,13 @@ from trace_synth import KERNEL_SOURCE, decode_like_events, make_header
 from emulator.scenarios import decode_blocking, decode_prefetch
 from emulator.trace.schema import SourceLoc
 from emulator.trace.writer import TraceWriter
-from kbdebug.analysis import findings_of
+from kbdebug.analysis import Analysis
 from kbdebug.analysis.findings import Finding
-from kbdebug.analysis.identity import with_stable_ids
+from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.summary import ChannelBusy, LineStall, Summary, summarize
 from kbdebug.cli import main
 from kbdebug.export.diff import HIGHER, LOWER, Change, compare
 from kbdebug.replay import Replay
-from kbdebug.replay.summary import ChannelBusy, LineStall, PEEfficiency, Summary, summarize
 
 KERNEL = "emulator/kernels/attention.py"
 
@@ -37,7 +37,6 @@ def summary(end: int = 1000, stall: int = 400, **changes) -> Summary:
             ChannelBusy(0, "pe0.dma_read0", "dma_read", 0, 500, 500 / end),
             ChannelBusy(1, "pe0.ipcq.left", "ipcq", 0, 0, 0.0),
         ],
-        pes=[PEEfficiency(0, 0, end, end, 500, 200, 500, 500 / end)],
         stall_cycles=stall,
         stall_by_line=[LineStall(SourceLoc(KERNEL, 46, "decode"), 4, stall)],
         counts={"dma_read_count": 8},
@@ -116,9 +115,22 @@ def test_busy_share_lists_channels_busy_in_either_run_only():
     assert (diff.busy[0].a, diff.busy[0].b) == (0.5, 1.0)
 
 
-def test_efficiency_is_compared_per_pe():
+def bound(pe: int, achieved: int, bound: int) -> PEBound:
+    return PEBound(
+        pe=pe, start=0, end=achieved, achieved=achieved, bound=bound, efficiency=bound / achieved
+    )
+
+
+def test_efficiency_is_the_models_per_pe_and_none_without_it():
+    """One efficiency: the dataflow model's bound over achieved, per PE; with no bounds
+    (no model) the diff claims none rather than a second, coarser model's."""
+    a, b = [bound(0, 1000, 500), bound(1, 800, 400)], [bound(0, 600, 500), bound(1, 800, 400)]
+    diff = compare(summary(), summary(end=600), [], [], a_bounds=a, b_bounds=b)
+    rows = {c.name: (c.a, c.b) for c in diff.headline}
+    assert rows["efficiency PE0"] == (0.5, 500 / 600)
+    assert rows["efficiency PE1"] == (0.5, 0.5)
     names = [c.name for c in compare(summary(), summary(), [], []).headline]
-    assert names == ["end cycle", "stall cycles", "dma_read_count", "efficiency PE0"]
+    assert names == ["end cycle", "stall cycles", "dma_read_count"]
 
 
 # --- the command on real traces ----------------------------------------------------------
@@ -173,8 +185,8 @@ def test_depth_2_prefetch_against_blocking_shows_the_speed_up(traces, capsys):
 
 def test_depth_2_prefetch_removes_the_blocking_load_findings(traces, capsys):
     ra, rb = Replay.open(traces["blocking"]), Replay.open(traces["prefetch"])
-    a = with_stable_ids(ra.index, findings_of(ra))
-    b = with_stable_ids(rb.index, findings_of(rb))
+    a = Analysis(ra).findings
+    b = Analysis(rb).findings
     _, doc = diff_json(capsys, traces["blocking"], traces["prefetch"])
     removed = {f["id"] for f in doc["findings"]["removed"]}
     assert removed == {f.id for f in a} - {f.id for f in b}

@@ -16,7 +16,7 @@ from emulator.kernel.runner import run_kernel
 from emulator.memory import Memory
 from emulator.scenarios import SCENARIOS, decode_blocking, ring_attention
 from emulator.trace.schema import Kind
-from kbdebug.analysis import findings_of
+from kbdebug.analysis import Analysis
 from kbdebug.cli import main
 from kbdebug.export import chrome
 from kbdebug.export.chrome import export_chrome, write_chrome
@@ -226,8 +226,8 @@ def test_scratch_counter_follows_bytes_in_use(blocking):
 def test_findings_are_instants_with_their_id_and_source_line(blocking):
     replay, doc = blocking
     marks = [e for e in of_phase(doc, "i") if e["cat"] == "finding"]
-    assert [m["args"]["id"] for m in marks] == [f.id for f in findings_of(replay)]
-    for mark, finding in zip(marks, findings_of(replay), strict=True):
+    assert [m["args"]["id"] for m in marks] == [f.id for f in Analysis(replay).findings]
+    for mark, finding in zip(marks, Analysis(replay).findings, strict=True):
         assert mark["s"] == "p" and mark["pid"] == finding.pe + 1
         assert mark["name"] == f"{finding.rule} {finding.title}"
 

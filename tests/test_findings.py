@@ -12,14 +12,12 @@ from hypothesis import strategies as st
 from emulator import HardwareConfig, Memory, run_kernel
 from emulator.kernels import attention, gemm
 from emulator.scenarios import SCENARIOS
-from kbdebug.analysis import findings_of as analysed
-from kbdebug.analysis import pe_bounds
+from kbdebug.analysis import matches, pe_bounds
 from kbdebug.analysis.findings import (
     MAX_OCCURRENCE_EVENTS,
     MIN_SHARE,
     Finding,
     find_all,
-    matches,
     wait_causes,
 )
 from kbdebug.replay import Replay
@@ -178,14 +176,14 @@ def test_a_well_pipelined_kernel_is_within_5_percent_of_its_bound(tmp_path, n, w
 @pytest.mark.parametrize("name", ["decode_prefetch", "prefill", "gemm_pipeline", "gemm_composite"])
 def test_pipelined_scenarios_have_no_finding(bundled, name):
     replay = bundled[name][1]
-    assert analysed(replay) == []
+    assert find_all(replay) == []
     assert all(b.efficiency > 0.9 for b in pe_bounds(replay))
 
 
 def test_ring_attention_is_told_only_of_its_blocking_prologue_loads(bundled):
     """Its IPCQ ring hides the transfers; the three blocking loads before it serialise
     their latencies, on every PE."""
-    found = analysed(bundled["ring_attention"][1])
+    found = find_all(bundled["ring_attention"][1])
     prologue = {
         kf.line_containing(attention.ring_attention, f"{name} = tl.load(") for name in "qkv"
     }
@@ -195,7 +193,7 @@ def test_ring_attention_is_told_only_of_its_blocking_prologue_loads(bundled):
 
 
 def test_decode_blocking_is_explained_by_blocking_loads_at_the_k_and_v_lines(bundled):
-    found = analysed(bundled["decode_blocking"][1])
+    found = find_all(bundled["decode_blocking"][1])
     k_line = kf.line_containing(attention.decode_blocking, "k = tl.load(")
     v_line = kf.line_containing(attention.decode_blocking, "v = tl.load(")
     assert rules(found) == [("KB101", k_line), ("KB101", v_line)]
@@ -203,7 +201,7 @@ def test_decode_blocking_is_explained_by_blocking_loads_at_the_k_and_v_lines(bun
 
 
 def test_flawed_prefetch_is_explained_by_waits_right_after_issue(bundled):
-    found = analysed(bundled["flawed_prefetch"][1])
+    found = find_all(bundled["flawed_prefetch"][1])
     fn = attention.decode_flawed_prefetch
     issues = [kf.line_containing(fn, "fk = tl.load_async("), kf.line_containing(fn, "fv = ")]
     assert rules(found) == [("KB102", line) for line in issues]
@@ -216,14 +214,14 @@ def test_flawed_prefetch_saving_matches_the_fixed_pipeline(bundled):
     """Fixing both loads together gives what decode_prefetch (the fixed twin) gains."""
     flawed, fixed = bundled["flawed_prefetch"][0], bundled["decode_prefetch"][0]
     measured = flawed.end_time - fixed.end_time
-    total = sum(f.saving for f in analysed(bundled["flawed_prefetch"][1]))
+    total = sum(f.saving for f in find_all(bundled["flawed_prefetch"][1]))
     assert abs(total - measured) <= 0.2 * measured
 
 
 def test_tiled_gemm_blocking_loads_are_reported_on_every_pe(bundled):
     # The A and B tiles of one K step are both blocking: one finding per PE on A's line
     # naming B's, with the saving of fixing both.
-    found = analysed(bundled["tiled_gemm"][1])
+    found = find_all(bundled["tiled_gemm"][1])
     a_line = kf.line_containing(gemm.tiled_gemm, "a = tl.load(")
     b_line = kf.line_containing(gemm.tiled_gemm, "b = tl.load(")
     hits = [f for f in found if f.rule == "KB101" and f.loc.line == a_line]
@@ -244,7 +242,7 @@ def test_every_stalled_wait_is_charged_to_at_most_one_rule(bundled):
 
 
 def test_findings_are_ordered_by_first_event(bundled):
-    found = analysed(bundled["decode_blocking"][1])
+    found = find_all(bundled["decode_blocking"][1])
     firsts = [f.events[0] for f in found]
     assert firsts == sorted(firsts)
 
@@ -270,17 +268,29 @@ def test_finding_ids_are_stable_across_runs(tmp_path):
 
 
 def test_selector_matches_id_line_id_rule_any_and_every_pe_of_a_line():
-    def finding(line_id: str) -> Finding:
+    def finding(line_id: str, pe: int = 0) -> Finding:
         rule = line_id.split(":")[0]
-        return Finding("X" + line_id, rule, "t", 0, 0, 1, (0,), None, "m", "s", line_id=line_id)
+        return Finding("X" + line_id, rule, "t", pe, 0, 1, (0,), None, "m", "s", line_id=line_id)
 
-    pe0, pe1 = finding("KB101:k.py:42"), finding("KB101:k.py:42:pe1")
+    pe0, pe1 = finding("KB101:k.py:42"), finding("KB101:k.py:42:pe1", pe=1)
     assert matches(pe0, "KB101:k.py:42") and matches(pe1, "KB101:k.py:42")
     assert matches(pe1, "KB101:k.py:42:pe1") and not matches(pe0, "KB101:k.py:42:pe1")
     assert matches(pe0, "KB101") and matches(pe0, "kb101") and matches(pe0, "any")
     assert not matches(pe0, "KB10") and not matches(pe0, "KB101:k.py:4")
     assert not matches(pe0, "KB102")
     assert matches(pe0, "XKB101:k.py:42")
+    # What --fail-on accepts, the one matches accepts: a rule code in any case inside a
+    # line id, and selectors with the spaces a comma list leaves.
+    assert matches(pe0, "kb101:k.py:42") and matches(pe0, " any") and matches(pe0, " KB101 ")
+
+
+def test_there_is_one_matches_and_the_gate_uses_it():
+    import kbdebug.analysis as analysis
+    import kbdebug.analysis.finding as finding_module
+    from kbdebug.analysis import select
+
+    assert analysis.matches is select.matches
+    assert not hasattr(finding_module, "matches")
 
 
 def test_no_crash_when_every_earlier_issue_loses_time(tmp_path):
@@ -519,7 +529,7 @@ def test_below_bound_reports_the_gap_the_other_findings_leave(tmp_path):
     remainder exactly. Here scratch holds no deeper prefetch (KB107 has no depth to
     offer), while the bound knows no scratch. Its twin, with room to prefetch, gets none."""
     from kbdebug.analysis.findings import _Diagnosis
-    from kbdebug.analysis.model import model_of
+    from kbdebug.analysis.model import build_model
 
     def run(scratch):
         scenario = SCENARIOS["decode_prefetch"](n_tiles=16, depth=1)
@@ -533,7 +543,7 @@ def test_below_bound_reports_the_gap_the_other_findings_leave(tmp_path):
     found = find_all(tight)
     (below,) = [f for f in found if f.rule == "KB106"]
     assert "KB107" not in {f.rule for f in found}
-    model = model_of(tight)
+    model = build_model(tight.index)
     diagnosis = _Diagnosis(model, model.programs[0])
     explained = diagnosis.gain(*(g for g, _ in diagnosis.groups()))
     assert below.saving == b.achieved - b.bound - explained

@@ -12,7 +12,7 @@ import pytest
 
 from emulator import Memory, run_kernel
 from emulator.trace.schema import SourceLoc
-from kbdebug.analysis import findings_of
+from kbdebug.analysis import Analysis
 from kbdebug.analysis.align import LineMap
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.identity import call_identity, finding_id, with_stable_ids
@@ -240,8 +240,8 @@ def diff_json(capsys, a: str, b: str) -> tuple[int, dict]:
 
 def test_a_comment_above_an_unchanged_kernel_changes_no_finding(runs, capsys):
     a, b = Replay.open(runs["flawed"]), Replay.open(runs["commented"])
-    fa = with_stable_ids(a.index, findings_of(a))
-    fb = with_stable_ids(b.index, findings_of(b))
+    fa = Analysis(a).findings
+    fb = Analysis(b).findings
     assert fa, "the flawed kernel waits right after each issue: it must have findings"
     # The lines moved (the old ids would all differ) but the edit-proof ids did not.
     assert {f.line_id for f in fa}.isdisjoint({f.line_id for f in fb})

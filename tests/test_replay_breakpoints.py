@@ -211,14 +211,31 @@ def test_cycle_stops_at_the_first_event_at_or_after_it(case):
 def test_finding_stops_at_the_events_of_matching_findings(case):
     replay, events = case
     n = len(events)
-    replay.findings = [
+    found = (
         SimpleNamespace(id="KB101:k.py:3", rule="KB101", events=(n // 2, 0, n - 1)),
         SimpleNamespace(id="KB104:k.py:9", rule="KB104", events=(n // 3,)),
-    ]
-    assert_walks(replay, [FindingHit()], [0, n // 3, n // 2, n - 1])
-    assert_walks(replay, [FindingHit(prefix="KB101")], [0, n // 2, n - 1])
-    assert_walks(replay, [FindingHit(prefix="KB104:k.py")], [n // 3])
-    assert_walks(replay, [FindingHit(prefix="KB999")], [])
+    )
+    assert_walks(replay, [FindingHit(findings=found)], [0, n // 3, n // 2, n - 1])
+    assert_walks(replay, [FindingHit(prefix="KB101", findings=found)], [0, n // 2, n - 1])
+    assert_walks(replay, [FindingHit(prefix="KB104:k.py", findings=found)], [n // 3])
+    assert_walks(replay, [FindingHit(prefix="KB999", findings=found)], [])
+
+
+def test_a_finding_breakpoint_set_before_the_findings_hits_once_they_arrive(case):
+    """The app sets a findings breakpoint before its worker has the findings: it hits
+    nothing then, and every finding's event once they are handed in (its search is not
+    kept from before)."""
+    replay, events = case
+    n = len(events)
+    early = FindingHit(prefix="KB101")
+    replay.breakpoints.append(early)
+    assert list(early.hits(replay)) == []
+    assert replay.continue_() is None
+    replay.seek(0)
+    early.findings = (SimpleNamespace(id="KB101:k.py:3", rule="KB101", events=(n // 2,)),)
+    assert list(early.hits(replay)) == [n // 2]
+    hit = replay.continue_()
+    assert hit is not None and hit.index == n // 2
 
 
 def test_several_breakpoints_stop_at_the_nearest_hit_of_any(case):

@@ -21,8 +21,7 @@ import pytest
 
 from emulator import Memory, run_kernel
 from emulator.kernel.source import LocationCache, launch_root, relative_path
-from kbdebug.analysis import findings_of
-from kbdebug.analysis.identity import with_stable_ids
+from kbdebug.analysis import Analysis
 from kbdebug.cli import main
 from kbdebug.replay import Replay
 
@@ -82,7 +81,7 @@ def kbdebug_run(cwd: Path, spec: str, out: Path) -> None:
 
 def ids_of(trace: Path) -> list[str]:
     replay = Replay.open(trace)
-    return sorted(f.id for f in with_stable_ids(replay.index, findings_of(replay)))
+    return sorted(f.id for f in Analysis(replay).findings)
 
 
 def no_marker_above(folder: Path) -> bool:

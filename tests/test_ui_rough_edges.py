@@ -9,7 +9,7 @@ from test_ui_app import SIZE, current_event, header, lines, opened
 from test_ui_traces import fresh
 from textual.widgets import Label, OptionList
 
-from kbdebug.analysis import findings_of
+from kbdebug.analysis import Analysis
 from kbdebug.replay import SourceLine, StalledWait
 from kbdebug.ui import KbdebugApp
 from kbdebug.ui.breakpoint_dialog import BreakpointDialog
@@ -183,7 +183,7 @@ async def test_enter_on_a_finding_shows_its_line_in_the_source():
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        for finding in findings_of(replay):
+        for finding in Analysis(replay).findings:
             app.jump_to_finding(finding)
             await pilot.pause()
             assert app.query_one(SourceView).current_line == (finding.loc.file, finding.loc.line)

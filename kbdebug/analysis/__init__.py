@@ -1,31 +1,28 @@
-"""The analysis: a critical-path model of every PE, the findings it supports and their savings.
+"""The analysis: the dataflow model of the whole launch, its findings, summary and alignment.
 
-Pure numpy over a :class:`~kbdebug.replay.Replay`'s index, never Textual; ``report``,
-the app, ``export``, ``diff`` and ``sweep`` all read it, so they cannot disagree.
+Pure numpy over a :class:`~kbdebug.replay.Replay`'s index, never Textual. One
+:class:`Analysis` per opened trace holds every figure (model, bounds, findings, summary,
+stall by line); ``report``, ``diff``, ``compare``, ``sweep``, ``export`` and the app are
+handed it, so they cannot disagree.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
 from kbdebug.analysis.align import LineMap
-from kbdebug.analysis.findings import RULES, Finding, find_all, matches
+from kbdebug.analysis.findings import RULES, Finding, find_all
 from kbdebug.analysis.identity import call_identity, finding_id, with_stable_ids
 from kbdebug.analysis.model import PEBound, pe_bounds
-from kbdebug.analysis.select import incomplete, parse_selectors, share_of
-
-if TYPE_CHECKING:
-    from kbdebug.replay.replay import Replay
+from kbdebug.analysis.results import Analysis, analyse
+from kbdebug.analysis.select import incomplete, matches, parse_selectors, share_of
 
 __all__ = [
     "RULES",
+    "Analysis",
     "Finding",
     "LineMap",
     "PEBound",
+    "analyse",
     "call_identity",
     "find_all",
     "finding_id",
-    "findings_of",
     "incomplete",
     "matches",
     "parse_selectors",
@@ -33,10 +30,3 @@ __all__ = [
     "share_of",
     "with_stable_ids",
 ]
-
-
-def findings_of(replay: Replay) -> list[Finding]:
-    """The findings of ``replay``'s trace, computed once and kept on the replay."""
-    if replay.findings is None:
-        replay.findings = find_all(replay)
-    return replay.findings

@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.align import CallKey, CallMap, LineMap
-from kbdebug.analysis.findings import Finding, find_all
-from kbdebug.analysis.identity import with_stable_ids
-from kbdebug.analysis.model import PEBound, launch_efficiency, pe_bounds
-from kbdebug.analysis.select import incomplete
-from kbdebug.replay.summary import Summary, summarize
+from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.results import Analysis
+from kbdebug.analysis.summary import Summary
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
@@ -178,8 +177,8 @@ def compare(
 ) -> RunDiff:
     """Compare run A (before) with run B (after).
 
-    ``a_bounds``/``b_bounds`` (``pe_bounds``) give the efficiency per PE (else the
-    summaries' own); ``lines`` aligns the stall lines across edits; ``a_incomplete``
+    ``a_bounds``/``b_bounds`` (``Analysis.bounds``) give the efficiency per PE (none
+    without them); ``lines`` aligns the stall lines across edits; ``a_incomplete``
     and ``b_incomplete`` say why a run did not complete (``analysis.incomplete``).
     """
     a_findings, b_findings = list(a_findings), list(b_findings)
@@ -198,8 +197,8 @@ def compare(
             "count",
         ),
     ]
-    a_eff = _efficiency(a, a_bounds)
-    b_eff = _efficiency(b, b_bounds)
+    a_eff = _efficiency(a_bounds)
+    b_eff = _efficiency(b_bounds)
     for pe in sorted(a_eff.keys() | b_eff.keys()):
         headline.append(
             Change(
@@ -240,10 +239,8 @@ def compare(
     )
 
 
-def _efficiency(s: Summary, bounds: Iterable[PEBound] | None) -> dict[int, float]:
-    if bounds is not None:
-        return {b.pe: b.efficiency for b in bounds}
-    return {pe.pe: pe.efficiency for pe in s.pes}
+def _efficiency(bounds: Iterable[PEBound] | None) -> dict[int, float | None]:
+    return {b.pe: b.efficiency for b in bounds or ()}
 
 
 def kernel_warnings(
@@ -332,13 +329,6 @@ def _lines(a: Summary, b: Summary, lines: LineMap | None, better: str) -> list[L
 # --- from two open replays ---------------------------------------------------------------
 
 
-def _findings(replay: Replay) -> list[Finding]:
-    """The replay's findings with edit-proof ids, computed once and kept on the replay."""
-    if replay.findings is None:
-        replay.findings = find_all(replay)
-    return with_stable_ids(replay.index, replay.findings)
-
-
 def diff_replays(a: Replay, b: Replay, lines: LineMap | None = None) -> RunDiff:
     """Compare two open runs as ``kbdebug diff`` does (findings, bounds, aligned lines)."""
     return Comparison(a, b, lines=lines).diff
@@ -419,11 +409,11 @@ class Comparison:
 
     def __init__(self, a: Replay, b: Replay, *, lines: LineMap | None = None):
         self.a, self.b = a, b
+        #: Each run's analysis (findings, bounds, summary), computed on first use.
+        self.analysis = {"a": Analysis(a), "b": Analysis(b)}
         self.lines = lines if lines is not None else LineMap(a.index, b.index)
         self.calls = CallMap(a.index, b.index, self.lines)
         self._diff: RunDiff | None = None
-        self._bounds: dict[str, list[PEBound]] = {}
-        self._findings: dict[str, list[Finding]] = {}
 
     def replay(self, run: str) -> Replay:
         """The replay of ``run`` ("a" or "b")."""
@@ -478,22 +468,19 @@ class Comparison:
     def compute(self) -> RunDiff:
         """Findings, bounds, summaries and the diff of both runs (once)."""
         if self._diff is None:
-            a, b = self.a, self.b
-            for run, replay in (("a", a), ("b", b)):
-                self._findings[run] = _findings(replay)
-                self._bounds[run] = pe_bounds(replay)
-            sa, sb = summarize(a), summarize(b)
+            a, b = self.analysis["a"], self.analysis["b"]
+            sa, sb = a.summary, b.summary
             self._diff = compare(
                 sa,
                 sb,
-                self._findings["a"],
-                self._findings["b"],
-                a_bounds=self._bounds["a"],
-                b_bounds=self._bounds["b"],
+                a.findings,
+                b.findings,
+                a_bounds=a.bounds,
+                b_bounds=b.bounds,
                 lines=self.lines,
-                a_incomplete=incomplete(a),
-                b_incomplete=incomplete(b),
-                warnings=kernel_warnings(a.index, b.index, sa, sb, self.lines),
+                a_incomplete=a.incomplete,
+                b_incomplete=b.incomplete,
+                warnings=kernel_warnings(self.a.index, self.b.index, sa, sb, self.lines),
             )
         return self._diff
 
@@ -505,8 +492,9 @@ class Comparison:
     def findings(self) -> FindingGroups:
         """Fixed (A's, by saving), new (B's, by saving) and still there (by B's saving)."""
         diff = self.compute()
-        a_ids = {f.id: f for f in self._findings["a"]}
-        still = [(a_ids[f.id], f) for f in _by_saving(self._findings["b"]) if f.id in a_ids]
+        a_ids = {f.id: f for f in self.analysis["a"].findings}
+        b_found = self.analysis["b"].findings
+        still = [(a_ids[f.id], f) for f in _by_saving(b_found) if f.id in a_ids]
         return FindingGroups(_by_saving(diff.removed), _by_saving(diff.added), still)
 
     @property
@@ -514,9 +502,7 @@ class Comparison:
         """End cycle, efficiency (all PEs: bounds over achieved) and stall cycles, A and B."""
         diff = self.compute()
         end, stall = diff.headline[0], diff.headline[1]
-        efficiency = [
-            _overall(self._bounds[run]) if self._bounds[run] else None for run in ("a", "b")
-        ]
+        efficiency = [self.analysis[run].launch_efficiency[1] for run in ("a", "b")]
         return [
             end,
             Change(
@@ -528,12 +514,6 @@ class Comparison:
             ),
             stall,
         ]
-
-
-def _overall(bounds: list[PEBound]) -> float | None:
-    """The launch's efficiency (its last PE's bound over its end); None when the run did
-    not complete (it claims no efficiency)."""
-    return launch_efficiency(bounds)[1]
 
 
 def _future_of(index: Any, event: int) -> int:

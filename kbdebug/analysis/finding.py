@@ -94,18 +94,3 @@ def finding_id(rule: str, index: TraceIndex, loc: SourceLoc | None, pe: int) -> 
     except ImportError:  # identity is optional while it is being built
         return line_id(rule, loc, pe)
     return stable(rule, index, loc, pe)
-
-
-def matches(finding: Finding, selector: str) -> bool:
-    """Whether ``selector`` picks ``finding``: "any", a rule code, its id or its line id.
-
-    Rule codes are case-insensitive; an id without the ``:peN`` suffix picks every PE.
-    """
-    if selector.lower() == "any":
-        return True
-    if selector.upper() in RULES:
-        return finding.rule == selector.upper()
-    for ident in (finding.id, finding.line_id):
-        if ident and (ident == selector or ident.startswith(selector + ":pe")):
-            return True
-    return False

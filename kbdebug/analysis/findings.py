@@ -70,7 +70,6 @@ from kbdebug.analysis.finding import (
     WaitCause,
     finding_id,
     line_id,
-    matches,
 )
 from kbdebug.analysis.model import (
     COMPUTE,
@@ -84,13 +83,13 @@ from kbdebug.analysis.model import (
     Model,
     Program,
     _ints,
-    model_of,
+    build_model,
 )
 from kbdebug.analysis.retime import simulate_launch
 from kbdebug.analysis.stream_edits import MAX_AHEAD, StreamEdits, _Group
 from kbdebug.analysis.wording import words
 from kbdebug.replay.index import NONE
-from kbdebug.replay.summary import event_times
+from kbdebug.replay.timing import event_times
 
 #: A finding is reported when fixing it saves at least this share of its PE's kernel time.
 MIN_SHARE = 0.03
@@ -120,14 +119,13 @@ __all__ = [
     "find_all",
     "finding_id",
     "line_id",
-    "matches",
     "wait_causes",
 ]
 
 
-def find_all(replay) -> list[Finding]:
-    """Every finding in the trace, ordered by first event."""
-    model = model_of(replay)
+def find_all(replay, model: Model | None = None) -> list[Finding]:
+    """Every finding in the trace, ordered by first event (``model``: the trace's, if built)."""
+    model = model if model is not None else build_model(replay.index)
     diagnoses = [_Diagnosis(model, prog) for prog in model.programs.values()]
     # One line's fix changes every PE that runs it: the launch's gain is re-timed with
     # the fix applied on each PE that has the finding.
@@ -157,9 +155,9 @@ def find_all(replay) -> list[Finding]:
     return findings
 
 
-def wait_causes(replay) -> list[WaitCause]:
+def wait_causes(replay, model: Model | None = None) -> list[WaitCause]:
     """Every stalled wait with its avoidable stall and the rule it is charged to."""
-    model = model_of(replay)
+    model = model if model is not None else build_model(replay.index)
     out: list[WaitCause] = []
     for prog in model.programs.values():
         out.extend(_Diagnosis(model, prog).wait_causes())

@@ -32,7 +32,7 @@ import numpy as np
 from emulator.trace.schema import Kind
 from kbdebug.analysis.composite_model import Composite, composites_of
 from kbdebug.replay.index import NONE, TraceIndex
-from kbdebug.replay.summary import event_times, hold_cycles, kernel_spans
+from kbdebug.replay.timing import event_times, hold_cycles, kernel_spans
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
@@ -516,19 +516,10 @@ def launch_efficiency(bounds: list[PEBound]) -> tuple[int, float | None]:
     return bound, bound / achieved if achieved > 0 else 1.0
 
 
-def model_of(replay: Replay) -> Model:
-    """The model of ``replay``'s trace, built once and kept on the index."""
-    index = replay.index
-    cached = getattr(index, "_kbdebug_model", None)
-    if cached is None:
-        cached = build_model(index)
-        index._kbdebug_model = cached
-    return cached
-
-
 def pe_bounds(replay: Replay) -> list[PEBound]:
-    """The critical-path bound of every PE that ran a kernel."""
-    return model_of(replay).bounds()
+    """The critical-path bound of every PE that ran a kernel (a model built for the call:
+    :class:`~kbdebug.analysis.results.Analysis` keeps one per trace)."""
+    return build_model(replay.index).bounds()
 
 
 __all__ = [
@@ -538,6 +529,5 @@ __all__ = [
     "Program",
     "build_model",
     "launch_efficiency",
-    "model_of",
     "pe_bounds",
 ]

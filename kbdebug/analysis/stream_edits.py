@@ -16,7 +16,7 @@ import numpy as np
 
 from kbdebug.analysis.finding import IMMEDIATE_MAX_WORK
 from kbdebug.replay.index import NONE
-from kbdebug.replay.summary import event_times
+from kbdebug.replay.timing import event_times
 
 #: Deepest prefetch a re-timing tries (tiles ahead of the wait).
 MAX_AHEAD = 16

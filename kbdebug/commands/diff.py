@@ -17,7 +17,7 @@ import sys
 from kbdebug.analysis.compare import Change, RunDiff, diff_replays
 from kbdebug.commands.report import EXIT_GATE, EXIT_INCOMPLETE, open_trace
 from kbdebug.export.diff import SCHEMA, to_json
-from kbdebug.replay.summary import Summary
+from kbdebug.analysis.summary import Summary
 from kbdebug.safe_text import escape
 
 #: Source lines the text lists (largest stall first); --json has them all.

@@ -18,6 +18,7 @@ from emulator.trace.writer import TraceWriter
 from kbdebug import __version__
 from kbdebug.commands.hints import not_a_trace_hint
 from kbdebug.errors import UserError
+from kbdebug.replay.cache import cache_root
 
 if TYPE_CHECKING:
     from kbdebug.ui import KbdebugApp
@@ -60,15 +61,6 @@ def bundled_trace() -> Path:
     return checkout if checkout.is_file() else recorded_example()
 
 
-def cache_dir() -> Path:
-    """``$KBDEBUG_CACHE_DIR``, else the user's cache directory's kbdebug/."""
-    explicit = os.environ.get("KBDEBUG_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kbdebug"
-
-
 def recorded_example() -> Path:
     """The flawed-prefetch trace recorded by this installation, recorded now if need be.
 
@@ -80,10 +72,10 @@ def recorded_example() -> Path:
     # One folder per digest, so the app's title shows the trace's own name.
     digest = _emulator_digest()
     name = BUNDLED_TRACE
-    for folder in (
-        cache_dir() / "examples" / digest,
-        Path(tempfile.gettempdir()) / f"kbdebug-{os.getuid()}" / digest,
-    ):
+    root = cache_root()  # None: the cache is turned off, so a temporary folder
+    folders = [] if root is None else [root / "examples" / digest]
+    folders.append(Path(tempfile.gettempdir()) / f"kbdebug-{os.getuid()}" / digest)
+    for folder in folders:
         path = folder / name
         try:
             folder.mkdir(parents=True, exist_ok=True)

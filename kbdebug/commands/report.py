@@ -92,14 +92,13 @@ from typing import Any
 
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.schema import SourceLoc
-from kbdebug.analysis import findings_of, pe_bounds
+from kbdebug.analysis import Analysis
 from kbdebug.analysis.findings import MIN_SHARE, Finding
-from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.analysis.model import PEBound
-from kbdebug.analysis.select import incomplete, matches, parse_selectors, share_of
+from kbdebug.analysis.select import matches, parse_selectors, share_of
+from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.cli import UserError
 from kbdebug.replay import Replay
-from kbdebug.replay.summary import FutureRow, Summary, futures_table, summarize
 from kbdebug.safe_text import escape
 
 SCHEMA = "kbdebug.report/3"
@@ -170,12 +169,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(f"--fail-on: {e}") from None
     min_saving = parse_share(args.min_saving)
-    replay = open_trace(args.trace)
-    summary = summarize(replay)
-    futures = futures_table(replay)
-    bounds = pe_bounds(replay)
-    findings = sort_findings(with_stable_ids(replay.index, findings_of(replay)), bounds)
-    reason = incomplete(replay)
+    analysis = Analysis(open_trace(args.trace))
+    summary, futures, bounds = analysis.summary, analysis.futures, analysis.bounds
+    findings = sort_findings(analysis.findings, bounds)
+    reason = analysis.incomplete
     gate = Gate.check(selectors, min_saving, findings, bounds, reason)
     if args.json:
         doc = to_json(args.trace, summary, futures, findings, bounds, reason, gate)

@@ -21,7 +21,7 @@ from kbdebug.analysis.compare import (
     kernel_warnings,
 )
 from kbdebug.analysis.findings import Finding
-from kbdebug.replay.summary import Summary
+from kbdebug.analysis.summary import Summary
 
 __all__ = [
     "HIGHER",

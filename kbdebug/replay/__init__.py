@@ -1,4 +1,4 @@
-"""The replay engine: a trace as columns, the state at any position, breakpoints, findings.
+"""The replay engine: a trace as columns, the state at any position, breakpoints.
 
 Pure Python and numpy; never imports Textual, so users can script it.
 """

@@ -210,17 +210,25 @@ class Cycle(Breakpoint):
 
 @dataclass(eq=False)
 class FindingHit(Breakpoint):
-    """The events of findings (all, or those whose id or rule starts with ``prefix``)."""
+    """The events of findings (all, or those whose id or rule starts with ``prefix``).
+
+    ``findings`` are what the analysis found (a tuple of objects with ``id``, ``rule``
+    and ``events``), handed in by whoever computed them; None while they are being
+    computed, when the breakpoint hits nothing. They are part of its key, so setting
+    them makes the replay search again: set before the findings arrive, it hits once
+    they are handed in.
+    """
 
     prefix: str = ""
+    findings: tuple | None = None
 
     def find(self, replay: Replay) -> np.ndarray:
         events: list[int] = []
-        # Findings come from the analysis layer above; none computed yet means none to hit.
-        for finding in replay.findings or ():
+        for finding in self.findings or ():
             if finding.id.startswith(self.prefix) or finding.rule.startswith(self.prefix):
                 events.extend(finding.events)
         return np.unique(np.array(events, dtype=np.int64))
 
     def describe(self, replay: Replay) -> str:
-        return f"finding {self.prefix or '*'}"
+        what = f"finding {self.prefix or '*'}"
+        return what if self.findings is not None else f"{what} (findings not computed yet)"

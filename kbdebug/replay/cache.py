@@ -98,15 +98,21 @@ DEFAULT_BUDGET = 4 << 30
 STALE_TEMP_SECONDS = cache_files.STALE_TEMP_SECONDS
 
 
-def cache_dir() -> Path | None:
-    """Where index files go; None if the cache is turned off."""
-    if os.environ.get("KBDEBUG_NO_CACHE", "") not in ("", "0"):
-        return None
+def cache_root() -> Path | None:
+    """kbdebug's cache folder: ``$KBDEBUG_CACHE_DIR``, else ``$XDG_CACHE_HOME/kbdebug``,
+    else ``~/.cache/kbdebug``; None when ``KBDEBUG_CACHE_DIR`` is set but empty (no cache)."""
     configured = os.environ.get("KBDEBUG_CACHE_DIR")
     if configured is not None:
         return Path(configured) if configured else None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kbdebug"
+
+
+def cache_dir() -> Path | None:
+    """Where index files go; None if the cache is turned off (``KBDEBUG_NO_CACHE=1`` too)."""
+    if os.environ.get("KBDEBUG_NO_CACHE", "") not in ("", "0"):
+        return None
+    return cache_root()
 
 
 class TraceKey(NamedTuple):

@@ -329,7 +329,3 @@ class Replay:
             return []
         tables = (f.issue, f.request, f.grant, f.release, f.complete, f.wait_begin, f.wait_end)
         return sorted(int(t[future]) for t in tables if t[future] != NONE)
-
-    #: The findings of this trace once the analysis (``kbdebug.analysis.findings_of``)
-    #: has computed them; the replay layer itself never diagnoses.
-    findings: list | None = None

@@ -17,12 +17,10 @@ from emulator.config import HardwareConfig
 from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelError
 from emulator.scenarios import Scenario
 from emulator.trace.writer import TraceWriter
-from kbdebug.analysis import findings_of, pe_bounds, with_stable_ids
-from kbdebug.analysis.model import launch_efficiency
+from kbdebug.analysis import Analysis
 from kbdebug.errors import UserError
 from kbdebug.outputs import Output
 from kbdebug.replay import Replay
-from kbdebug.replay.summary import summarize
 
 #: Outcomes of a point; only "ok" points compete for the best.
 OK = "ok"
@@ -193,7 +191,8 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
 def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
     """The row's numbers, read back from the trace as ``kbdebug report`` reads them."""
     replay = Replay.open(path, cache=False)  # a point opens its trace once: no index cache
-    summary = summarize(replay)
+    analysis = Analysis(replay)
+    summary = analysis.summary
     row = Row(
         index,
         outcome,
@@ -204,13 +203,13 @@ def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
     )
     if outcome != OK:
         return row  # the bound and findings of a run that did not complete cover only part
-    bounds = pe_bounds(replay)
+    bounds = analysis.bounds
     # The launch's bound (its last PE's) and efficiency, as compare shows them.
-    bound, efficiency = launch_efficiency(bounds)
+    bound, efficiency = analysis.launch_efficiency
     start = min((b.start for b in bounds), default=0)
     row = replace(row, bound=int(start + bound), efficiency=efficiency)
     try:
-        findings = with_stable_ids(replay.index, findings_of(replay))
+        findings = analysis.findings
     except Exception as e:  # the run's numbers stand without its diagnosis: keep them
         return replace(row, findings=None, message=_one_line(f"findings: {type(e).__name__}: {e}"))
     ranked = sorted(findings, key=lambda f: (-f.saving, f.id))

@@ -16,7 +16,7 @@ from textual.widgets import Static, TabbedContent, TabPane, Tabs
 from textual.worker import get_current_worker
 
 from emulator.trace.schema import Kind
-from kbdebug.analysis import findings_of, pe_bounds
+from kbdebug.analysis import Analysis
 from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Replay, StalledWait
 from kbdebug.replay.opening import Opening
@@ -261,10 +261,10 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
     @work(thread=True, group="findings")
     def compute_findings(self, replay: Replay) -> None:
         """Run the findings rules on a private Replay over the same (read-only) index."""
-        private = Replay(replay.index, replay.path)
+        analysis = Analysis(Replay(replay.index, replay.path))
         try:
-            findings = findings_of(private)
-            bounds = pe_bounds(private)
+            findings = analysis.findings
+            bounds = analysis.bounds
         except Exception as e:  # noqa: BLE001 - a failing rule must not take the debugger down
             self.post_message(FindingsComputed([], f"findings unavailable: {e!r}", replay=replay))
             return
@@ -279,9 +279,6 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
     def on_findings_computed(self, message: FindingsComputed) -> None:
         if message.replay is not None and message.replay is not self.replay:
             return  # computed for a trace since reloaded
-        if message.error is None:
-            # The same list the replay would compute; FindingHit breakpoints read it.
-            self.replay.findings = message.findings
         # What to fix first first: the largest estimated saving, as ``report`` lists them.
         self.findings = sorted(message.findings, key=lambda f: (-f.saving, -f.share, f.pe, f.id))
         for header in self.query(StatusHeader):
@@ -290,6 +287,7 @@ class KbdebugApp(PaneActions, ReloadActions, BreakpointActions, App[int]):
         view.findings = self.findings
         view.note = message.error or "no findings: nothing serialised unexpectedly"
         self._retitle_tabs()
+        self._hand_findings()
 
     # --- state ---------------------------------------------------------------------------
 

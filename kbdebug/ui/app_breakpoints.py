@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kbdebug.replay import FindingHit
 from kbdebug.ui import queries
 from kbdebug.ui.breakpoint_dialog import BreakpointDialog
 from kbdebug.ui.line_breakpoints import toggle_line
@@ -55,6 +56,18 @@ class BreakpointActions:
             else:
                 self.status = "no breakpoints left: w breaks on stalled waits, b on a line"
 
+    def _hand_findings(self) -> None:
+        """Give every findings breakpoint the findings (None while they are computed)."""
+        found = None if self.findings is None else tuple(self.findings)
+        changed = False
+        for bp in self.replay.breakpoints:
+            if isinstance(bp, FindingHit) and bp.findings != found:
+                bp.findings, changed = found, True
+        if changed:
+            self.breaks = queries.breakpoint_summary(self.replay)
+            self.breakpoint_generation += 1
+
     def _breakpoints_changed(self) -> None:
+        self._hand_findings()
         self.breaks = queries.breakpoint_summary(self.replay)
         self.breakpoint_generation += 1

@@ -112,6 +112,7 @@ class ReloadActions:
         new.breakpoints = old.breakpoints
         self.replay, self.stamp = new, message.stamp
         self.findings, self._timeline_data, self.mark = None, None, None
+        self._hand_findings()  # the old trace's findings name the old trace's events
         await self.recompose()
         self._opened()
         position, where = place.position_in(new)

@@ -8,10 +8,11 @@ from rich.text import Text
 from textual.reactive import reactive
 
 from kbdebug.analysis.align import LineMap
+from kbdebug.analysis.summary import stall_by_pe_line
 from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
 from kbdebug.ui.messages import LineChosen
-from kbdebug.ui.queries import cycles, stall_by_line
+from kbdebug.ui.queries import cycles
 from kbdebug.ui.rowview import RowView
 from kbdebug.ui.source_view import MAX_SOURCE_LINES, _highlighted
 
@@ -82,7 +83,7 @@ class CompareSource(RowView):
         super().__init__(id=id)
         self.replays = {"a": a, "b": b}
         self.line_map = lines
-        self._stalls = {"a": stall_by_line(a), "b": stall_by_line(b)}
+        self._stalls = {"a": stall_by_pe_line(a.index), "b": stall_by_pe_line(b.index)}
         self._text: dict[tuple[str, str], list[Text]] = {}
         self._rows_of: dict[tuple[str | None, str | None], list[AlignedRow]] = {}
         self._segments: dict[tuple[str, str, int], list[Segment]] = {}

@@ -8,7 +8,6 @@ that did not end well, and compact number formats.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 
 import numpy as np
 
@@ -64,27 +63,6 @@ def future_of_event(replay: Replay, i: int) -> int:
     if 0 <= cmd < len(k.future):
         return int(k.future[cmd])
     return NONE
-
-
-def stall_by_line(replay: Replay) -> dict[int, dict[tuple[str, int], int]]:
-    """Per PE: total stalled cycles of the tl.waits at each (file, line)."""
-    index = replay.index
-    f, c = index.futures, index.columns
-    out: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
-    waited = np.flatnonzero((f.wait_begin >= 0) & (f.stall > 0) & (f.wait_loc >= 0))
-    if not len(waited):
-        return out
-    pes = c.pe[f.wait_begin[waited]]
-    locs = f.wait_loc[waited]
-    keys = pes.astype(np.int64) * (len(index.locs) + 1) + locs
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    totals = np.bincount(inverse, weights=f.stall[waited].astype(np.float64))
-    for key, total in zip(uniq, totals, strict=True):
-        pe, loc_id = divmod(int(key), len(index.locs) + 1)
-        loc = index.locs[loc_id]
-        line = out[pe]
-        line[(loc.file, loc.line)] = line.get((loc.file, loc.line), 0) + int(total)
-    return out
 
 
 def parse_goto(text: str) -> tuple[str, int]:

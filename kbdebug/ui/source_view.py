@@ -10,11 +10,12 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from kbdebug.analysis.summary import stall_by_pe_line
 from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
 from kbdebug.ui.keys import pane_title
 from kbdebug.ui.messages import LineChosen
-from kbdebug.ui.queries import cycles, kernel_def, stall_by_line
+from kbdebug.ui.queries import cycles, kernel_def
 from kbdebug.ui.rowview import RowView
 
 #: Columns ←/→ scroll the code by.
@@ -79,7 +80,7 @@ class SourceView(RowView):
         self.replay = replay
         #: The number key that focuses this pane (shown in its title), if any.
         self.pane = pane
-        self._stalls = stall_by_line(replay)
+        self._stalls = stall_by_pe_line(replay.index)
         self._lines: dict[str, list[Text]] = {}
         self._segments: dict[tuple[str, int], list[Segment]] = {}
         self.set_reactive(SourceView.file, next(iter(replay.index.sources), ""))

@@ -1,8 +1,8 @@
-"""The numbers of a run: channel busy shares, per-PE overlap efficiency, stalls, the futures table.
+"""The numbers of a run: channel busy shares, stalls (per line, per PE), op counts, futures.
 
-Pure functions of an opened :class:`~kbdebug.replay.replay.Replay`, computed
-from the index columns; nothing here prints, so ``kbdebug report``, the
-terminal app and ``kbdebug diff`` share them.
+Pure functions of an opened :class:`~kbdebug.replay.replay.Replay`, computed from the
+index columns with exact integer sums; nothing here prints. Efficiency is not here: it
+is the dataflow model's (:mod:`kbdebug.analysis.model`), the only one.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
-from kbdebug.replay.index import NONE, TraceIndex
+from kbdebug.replay.index import TraceIndex
+from kbdebug.replay.timing import channel_busy_cycles, end_time, event_times, exact_sums
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
 
-#: Channel kinds whose busy time counts as compute in the overlap bound.
-COMPUTE_KINDS = ("gemm", "math")
 #: OP_LOG (category, op) pairs counted in ``Summary.counts``, by the RunResult metric name.
 COUNTED_OPS = {
     "dma_read_count": ("memory", "dma_read"),
@@ -45,32 +44,14 @@ class ChannelBusy:
 
 
 @dataclass(frozen=True)
-class PEEfficiency:
-    """One PE's achieved time against the max(DMA read, compute) bound."""
-
-    pe: int
-    #: Cycles of the kernel's start and end on this PE (end of trace if it never ended).
-    start: int
-    end: int
-    #: end - start.
-    achieved: int
-    #: Read-channel busy cycles divided by the PE's number of read channels.
-    dma_read_cycles: int
-    #: GEMM plus MATH busy cycles (the kernel blocks on each, so they add up).
-    compute_cycles: int
-    #: max(dma_read_cycles, compute_cycles).
-    bound: int
-    #: bound / achieved, 1.0 for a kernel that took no time.
-    efficiency: float
-
-
-@dataclass(frozen=True)
 class LineStall:
-    """The waits made at one source line and the cycles they stalled."""
+    """The waits made at one source line and the cycles they stalled (on one PE, or all)."""
 
     loc: SourceLoc | None
     waits: int
     stall_cycles: int
+    #: The PE, None for the sum over every PE.
+    pe: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +69,6 @@ class Summary:
     n_events: int
     end_time: int
     channels: list[ChannelBusy]
-    pes: list[PEEfficiency]
     #: Sum of every wait's stalled cycles (the emulator's ``stall_cycles`` metric).
     stall_cycles: int
     #: Stall per wait source line, largest first.
@@ -123,118 +103,52 @@ class FutureRow:
     wait_loc: SourceLoc | None
 
 
-def event_times(index: TraceIndex, events: np.ndarray) -> np.ndarray:
-    """The cycle of each event index, -1 where the index is -1."""
-    events = np.asarray(events, dtype=np.int64)
-    out = np.full(len(events), NONE, dtype=np.int64)
-    has = events >= 0
-    out[has] = index.columns.time[events[has]]
-    return out
+def line_stalls(index: TraceIndex) -> list[LineStall]:
+    """Per PE and wait source line: the waits made there and the cycles they stalled.
 
-
-def end_time(index: TraceIndex) -> int:
-    """The run's end cycle: the footer's, else the last event's."""
-    footer = index.footer
-    if footer and footer.get("end_time") is not None:
-        return int(footer["end_time"])
-    return int(index.columns.time[-1]) if index.n_events else 0
-
-
-def hold_cycles(index: TraceIndex) -> np.ndarray:
-    """Per command id: cycles it held its channel (to the end of the run if never released)."""
-    cmds = index.commands
-    granted = event_times(index, cmds.grant)
-    released = event_times(index, cmds.release)
-    released = np.where((granted >= 0) & (released < 0), end_time(index), released)
-    return np.where(granted >= 0, released - granted, 0)
-
-
-def channel_busy_cycles(index: TraceIndex) -> list[int]:
-    """Per channel id: the sum of its commands' grant-to-release cycles (exact ints)."""
-    cmds = index.commands
-    held = cmds.channel >= 0
-    return exact_sums(cmds.channel[held], hold_cycles(index)[held], len(index.channels))
-
-
-def kernel_spans(index: TraceIndex) -> tuple[np.ndarray, np.ndarray]:
-    """Per PE: the cycle its kernel started and ended (-1 if it never started).
-
-    A kernel that errors or deadlocks ends at that event; one the trace cuts off
-    ends at the run's end.
+    The one count of stall by line: ``report``, ``diff`` and the app's source pane all
+    read it. Exact integer sums; rows in (PE, loc id) order.
     """
-    c = index.columns
-    n = index.n_pes
-    start = np.full(n, NONE, dtype=np.int64)
-    end = np.full(n, NONE, dtype=np.int64)
-    starts = np.flatnonzero(c.kind == Kind.KERNEL_START)
-    start[c.pe[starts]] = c.time[starts]
-    ends = np.flatnonzero(np.isin(c.kind, [Kind.KERNEL_END, Kind.KERNEL_ERROR, Kind.DEADLOCK]))
-    # The first end event of a PE wins (reversed assignment keeps the first).
-    end[c.pe[ends][::-1]] = c.time[ends][::-1]
-    end = np.where((start >= 0) & (end < 0), end_time(index), end)
-    return start, end
-
-
-def pe_efficiency(index: TraceIndex) -> list[PEEfficiency]:
-    """Overlap efficiency of every PE that ran a kernel."""
-    busy = channel_busy_cycles(index)
-    channels = index.channels
-    start, end = kernel_spans(index)
-    out = []
-    for pe in range(index.n_pes):
-        if start[pe] < 0:
-            continue
-        reads = [ch["id"] for ch in channels if ch["pe"] == pe and ch["kind"] == "dma_read"]
-        compute = [ch["id"] for ch in channels if ch["pe"] == pe and ch["kind"] in COMPUTE_KINDS]
-        dma = sum(busy[ch] for ch in reads) // max(len(reads), 1)
-        comp = sum(busy[ch] for ch in compute)
-        achieved = int(end[pe] - start[pe])
-        bound = max(dma, comp)
-        out.append(
-            PEEfficiency(
-                pe=pe,
-                start=int(start[pe]),
-                end=int(end[pe]),
-                achieved=achieved,
-                dma_read_cycles=dma,
-                compute_cycles=comp,
-                bound=bound,
-                efficiency=bound / achieved if achieved > 0 else 1.0,
-            )
-        )
-    return out
-
-
-def exact_sums(keys: np.ndarray, values: np.ndarray, n: int) -> list[int]:
-    """Per key 0..n-1, the sum of its ``values`` as a Python int, exact whatever the sum.
-
-    The reader refuses cycle values past 2**53 (wire.MAX_CYCLES), but a sum of many can
-    pass 2**63 and wrap an int64, or 2**53 and lose digits as a float64 (bincount's
-    weights). Each value (0..2**54) is split into 27-bit halves summed apart, each
-    sum exact in a float64 for up to 2**26 values.
-    """
-    values = np.asarray(values, dtype=np.int64)
-    low = np.bincount(keys, weights=values & ((1 << 27) - 1), minlength=n)
-    high = np.bincount(keys, weights=values >> 27, minlength=n)
-    return [(int(h) << 27) + int(lo) for h, lo in zip(high.tolist(), low.tolist(), strict=True)]
-
-
-def stall_by_line(index: TraceIndex) -> list[LineStall]:
-    """Stalled cycles of the waits grouped by the wait's source line, largest first."""
     c = index.columns
     ends = np.flatnonzero(c.kind == Kind.WAIT_END)
     if not len(ends):
         return []
+    n_locs = len(index.locs) + 1  # the last: a wait without a loc
     loc = index.futures.wait_loc[c.fut[ends]]
-    keys = np.where(loc >= 0, loc, len(index.locs))
-    stall = exact_sums(keys, c.val[ends], len(index.locs) + 1)
-    waits = np.bincount(keys, minlength=len(index.locs) + 1)
-    rows = [
-        LineStall(index.loc(int(k)) if k < len(index.locs) else None, int(waits[k]), stall[k])
-        for k in np.flatnonzero(waits)
-    ]
+    keys = c.pe[ends].astype(np.int64) * n_locs + np.where(loc >= 0, loc, n_locs - 1)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    stall = exact_sums(inverse, c.val[ends], len(uniq))
+    waits = np.bincount(inverse, minlength=len(uniq))
+    rows = []
+    for j, key in enumerate(uniq.tolist()):
+        pe, loc_id = divmod(key, n_locs)
+        where = index.loc(loc_id) if loc_id < n_locs - 1 else None
+        rows.append(LineStall(where, int(waits[j]), stall[j], pe))
+    return rows
+
+
+def stall_by_line(index: TraceIndex) -> list[LineStall]:
+    """Stalled cycles of the waits by source line, summed over every PE, largest first."""
+    total: dict[SourceLoc | None, list[int]] = {}
+    for row in line_stalls(index):
+        waits_stall = total.setdefault(row.loc, [0, 0])
+        waits_stall[0] += row.waits
+        waits_stall[1] += row.stall_cycles
+    rows = [LineStall(loc, waits, stall) for loc, (waits, stall) in total.items()]
     rows.sort(key=lambda r: (-r.stall_cycles, -r.waits, str(r.loc)))
     return rows
+
+
+def stall_by_pe_line(index: TraceIndex) -> dict[int, dict[tuple[str, int], int]]:
+    """Per PE: the stalled cycles of the waits at each (file, line) (lines that stalled)."""
+    out: dict[int, dict[tuple[str, int], int]] = {}
+    for row in line_stalls(index):
+        if row.loc is None or not row.stall_cycles:
+            continue
+        lines = out.setdefault(row.pe, {})
+        key = (row.loc.file, row.loc.line)
+        lines[key] = lines.get(key, 0) + row.stall_cycles
+    return out
 
 
 def op_counts(index: TraceIndex) -> dict[str, int]:
@@ -280,7 +194,6 @@ def summarize(replay: Replay) -> Summary:
         n_events=index.n_events,
         end_time=end,
         channels=channels,
-        pes=pe_efficiency(index),
         stall_cycles=sum(c.val[waits].tolist()),
         stall_by_line=stall_by_line(index),
         counts=op_counts(index),

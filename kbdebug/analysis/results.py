@@ -1,0 +1,97 @@
+"""Analysis: everything the analysis says of one trace, computed once and handed out.
+
+``report``, ``diff``, ``compare``, ``sweep``, ``export`` and the app each make one
+:class:`Analysis` per opened trace and pass it to whatever needs its figures; nothing is
+kept on a :class:`~kbdebug.replay.Replay` or its index, so two readers of one trace
+cannot see two different answers and a reloaded trace starts afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from kbdebug.analysis.findings import find_all
+from kbdebug.analysis.identity import with_stable_ids
+from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficiency
+from kbdebug.analysis.select import incomplete
+from kbdebug.analysis.summary import (
+    FutureRow,
+    LineStall,
+    Summary,
+    futures_table,
+    line_stalls,
+    summarize,
+)
+
+if TYPE_CHECKING:
+    from kbdebug.analysis.finding import Finding
+    from kbdebug.replay.replay import Replay
+
+
+class Analysis:
+    """The analysis of one opened trace: model, bounds, findings, summary, stall by line.
+
+    Each figure is computed the first time it is asked for and kept here; asking from
+    several threads computes it once (the app's worker and a breakpoint may race).
+    The replay is read, never moved: give it one no other thread moves (the app makes
+    a private :class:`~kbdebug.replay.Replay` over the same index for its worker).
+    """
+
+    def __init__(self, replay: Replay):
+        self.replay = replay
+        self._lock = threading.RLock()
+
+    def _once(self, name: str, compute):
+        with self._lock:
+            if name not in self.__dict__:
+                self.__dict__[name] = compute()
+            return self.__dict__[name]
+
+    @property
+    def model(self) -> Model:
+        """The dataflow model of the whole launch."""
+        return self._once("_model", lambda: build_model(self.replay.index))
+
+    @property
+    def bounds(self) -> list[PEBound]:
+        """The critical-path bound and efficiency of every PE that ran a kernel."""
+        return self._once("_bounds", self.model.bounds)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding, with its edit-proof id, ordered by first event."""
+        return self._once(
+            "_findings",
+            lambda: with_stable_ids(self.replay.index, find_all(self.replay, self.model)),
+        )
+
+    @property
+    def launch_efficiency(self) -> tuple[int, float | None]:
+        """(the launch's bound in cycles, bound / achieved; None: did not complete)."""
+        return launch_efficiency(self.bounds)
+
+    @property
+    def summary(self) -> Summary:
+        """The headline numbers: end, busy channels, stalls, op counts."""
+        return self._once("_summary", lambda: summarize(self.replay))
+
+    @property
+    def line_stalls(self) -> list[LineStall]:
+        """Stall per PE and wait line (the one count report and the app share)."""
+        return self._once("_line_stalls", lambda: line_stalls(self.replay.index))
+
+    @property
+    def futures(self) -> list[FutureRow]:
+        """Every future's life cycle, in id order."""
+        return self._once("_futures", lambda: futures_table(self.replay))
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the run did not complete (untrusted text: escape it), None when it did."""
+        return self._once("_incomplete", lambda: incomplete(self.replay))
+
+
+def analyse(replay: Replay) -> Analysis:
+    """The analysis of ``replay``'s trace (computed lazily, figure by figure)."""
+    return Analysis(replay)
