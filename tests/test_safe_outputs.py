@@ -336,10 +336,14 @@ def test_a_signal_while_the_writer_writes_waits_for_the_write_to_end():
     with pytest.raises(KeyboardInterrupt, match="SIGINT"):
         with _stopped_by_signals(writer):
             signal.raise_signal(signal.SIGINT)
-            time.sleep(0.05)
+            # Deferred: a retry is armed 10 ms out. The test stops that timer and
+            # delivers its SIGALRM itself, so nothing waits on the clock.
+            assert 0 < signal.setitimer(signal.ITIMER_REAL, 0)[0] <= 0.01
+            signal.raise_signal(signal.SIGALRM)  # still writing: deferred again
+            assert 0 < signal.setitimer(signal.ITIMER_REAL, 0)[0] <= 0.01
             reached.append("after the signal, still writing")
             writer.writing = False
-            time.sleep(2)  # the retry (10 ms) raises here
+            signal.raise_signal(signal.SIGALRM)  # the retry raises here
             reached.append("never")
     assert reached == ["after the signal, still writing"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
