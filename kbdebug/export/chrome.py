@@ -35,20 +35,29 @@ from, so slices that touch in cycles touch, and never overlap, in the viewer.
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import numpy as np
 
-from emulator.trace.schema import CHANNEL_KINDS, Kind
+from emulator.trace.schema import Kind
 from kbdebug import __version__
-from kbdebug.analysis import findings_of
-from kbdebug.replay.index import NONE, TraceIndex
+from kbdebug.analysis import Analysis
+from kbdebug.export.chrome_instants import instants
+from kbdebug.export.chrome_layout import (
+    DEFAULT_CLOCK_MHZ,
+    clock_mhz,
+    cycles_to_ns,
+    json_string,
+    kernel_names,
+    microseconds,
+    plan_lanes,
+)
+from kbdebug.replay.index import NONE
 
 if TYPE_CHECKING:
     from kbdebug.analysis.findings import Finding
@@ -56,37 +65,9 @@ if TYPE_CHECKING:
 
 #: Rows formatted per write: bounds the memory of the export, whatever the trace's size.
 BATCH = 32768
-#: Clock assumed for a trace whose header gives none (1 cycle = 1 ns).
-DEFAULT_CLOCK_MHZ = 1000.0
 
 _END_KINDS = (Kind.KERNEL_END, Kind.KERNEL_ERROR, Kind.DEADLOCK)
 _STATUS_OF_END = {Kind.KERNEL_END: "ended", Kind.KERNEL_ERROR: "error", Kind.DEADLOCK: "deadlock"}
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One timeline row: a thread of the PE's process."""
-
-    pe: int
-    pid: int
-    tid: int
-    name: str
-    #: Position of the lane within its PE (``thread_sort_index``).
-    sort_index: int
-    #: Channel id of a channel lane, -1 for the kernel lane.
-    channel: int = NONE
-
-
-@dataclass
-class LanePlan:
-    """Every lane of the export and the lookups from PEs and channels to them."""
-
-    lanes: list[Lane]
-    #: Per PE: the tid of its kernel lane (0 for a PE with no lanes).
-    kernel_tid: np.ndarray
-    #: Per channel: the pid and tid of its lane.
-    channel_pid: np.ndarray
-    channel_tid: np.ndarray
 
 
 @dataclass
@@ -108,84 +89,6 @@ class ExportStats:
         return sum(self.phases.values())
 
 
-def clock_mhz(header: dict[str, Any]) -> float | None:
-    """The clock a trace's header configures, in MHz (None if it names none, or one
-    outside CLOCK_RANGE_MHZ: a trace is untrusted, and 1e-300 MHz would put cycles
-    past the int64 nanoseconds)."""
-    config = header.get("config") or {}
-    if not isinstance(config, dict):
-        return None
-    low, high = CLOCK_RANGE_MHZ
-    for key, scale in (("clock_mhz", 1.0), ("clock_ghz", 1000.0)):
-        value = config.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            mhz = float(value) * scale
-            if math.isfinite(mhz) and low <= mhz <= high:
-                return mhz
-    return None
-
-
-#: Clocks a header may name, in MHz: any cycle the reader accepts (<= 2**53) is then
-#: at most 9.0e18 ns, inside the int64 range.
-CLOCK_RANGE_MHZ = (1.0, 1e6)
-
-
-def cycles_to_ns(cycles: np.ndarray, mhz: float) -> np.ndarray:
-    """Integer nanoseconds of each cycle count at ``mhz`` (monotone: order is kept)."""
-    cycles = np.asarray(cycles, dtype=np.int64)
-    if mhz == 1000.0:
-        return cycles.copy()
-    return np.rint(cycles * 1000.0 / mhz).astype(np.int64)
-
-
-def plan_lanes(index: TraceIndex, extra_pes: Iterable[int] = ()) -> LanePlan:
-    """The lanes of every PE that has events, uses a channel, or is in ``extra_pes``."""
-    c = index.columns
-    channels = index.channels
-    n_pes = index.n_pes
-    active = {int(pe) for pe in np.unique(c.pe)}
-    active |= {int(channels[ch].get("pe", 0)) for ch in np.unique(c.chan[c.chan >= 0])}
-    active |= {int(pe) for pe in extra_pes}
-    active = {pe for pe in active if 0 <= pe < n_pes}
-    by_pe: dict[int, list[int]] = {}
-    for ch, entry in enumerate(channels):
-        by_pe.setdefault(int(entry.get("pe", 0)), []).append(ch)
-
-    def order(ch: int) -> tuple[int, int, int]:
-        kind = channels[ch].get("kind")
-        rank = CHANNEL_KINDS.index(kind) if kind in CHANNEL_KINDS else len(CHANNEL_KINDS)
-        return rank, int(channels[ch].get("index", 0)), ch
-
-    kernel = _kernel_names(index)
-    lanes: list[Lane] = []
-    kernel_tid = np.zeros(n_pes, dtype=np.int64)
-    channel_pid = np.zeros(len(channels), dtype=np.int64)
-    channel_tid = np.zeros(len(channels), dtype=np.int64)
-    tid = 0
-    for pe in sorted(active):
-        tid += 1
-        name = f"kernel {kernel[pe]}" if kernel.get(pe) else "kernel"
-        lanes.append(Lane(pe, pe + 1, tid, name, 0))
-        kernel_tid[pe] = tid
-        for sort_index, ch in enumerate(sorted(by_pe.get(pe, []), key=order), start=1):
-            tid += 1
-            lanes.append(Lane(pe, pe + 1, tid, _lane_name(channels[ch], pe, ch), sort_index, ch))
-            channel_pid[ch], channel_tid[ch] = pe + 1, tid
-    return LanePlan(lanes, kernel_tid, channel_pid, channel_tid)
-
-
-def _kernel_names(index: TraceIndex) -> dict[int, str]:
-    c = index.columns
-    starts = np.flatnonzero(c.kind == Kind.KERNEL_START)
-    return {int(c.pe[i]): index.string(int(c.op[i])) for i in starts}
-
-
-def _lane_name(entry: dict[str, Any], pe: int, ch: int) -> str:
-    name = str(entry.get("name") or f"{entry.get('kind', 'channel')}{entry.get('index', ch)}")
-    prefix = f"pe{pe}."
-    return name[len(prefix) :] if name.startswith(prefix) else name
-
-
 def write_chrome(
     replay: Replay,
     path: str | os.PathLike[str],
@@ -194,7 +97,7 @@ def write_chrome(
 ) -> ExportStats:
     """Export ``replay``'s trace to ``path``, replacing it only once the export is whole.
 
-    ``findings`` defaults to ``replay.findings``. Raises OSError when ``path``
+    ``findings`` defaults to the trace's (computed here). Raises OSError when ``path``
     cannot be written.
     """
     path = Path(path)
@@ -220,27 +123,11 @@ def export_chrome(
     never held in memory.
     """
     if findings is None:
-        findings = findings_of(replay)
+        findings = Analysis(replay).findings
     return _Exporter(replay, findings).write(out)
 
 
 # --- the exporter ---------------------------------------------------------------------
-
-
-def _js(text: str) -> str:
-    """``text`` as a JSON string; control characters dropped, the rest kept as UTF-8.
-
-    Perfetto's JSON tokenizer rejects ``\\u`` escapes and control characters in
-    the strings it reads itself (names, categories), hence ``ensure_ascii=False``.
-    """
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() else " " for ch in text)
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _us(ns: int) -> str:
-    """Integer nanoseconds as exact microseconds with three decimals."""
-    return f"{ns // 1000}.{ns % 1000:03d}"
 
 
 class _Exporter:
@@ -255,8 +142,8 @@ class _Exporter:
         self.mhz = self.stats.clock_mhz
         self.end = int(replay.end_time)
         self.plan = plan_lanes(index, tuple(f.pe for f in findings))
-        self.strings_js = [_js(s) for s in index.strings]
-        self.locs_js = [_js(str(loc)) for loc in index.locs]
+        self.strings_js = [json_string(s) for s in index.strings]
+        self.locs_js = [json_string(str(loc)) for loc in index.locs]
         self._kernel_spans()
 
     def ns(self, cycles: np.ndarray) -> np.ndarray:
@@ -307,7 +194,7 @@ class _Exporter:
         yield from self._futures()
         yield from self._flows()
         yield from self._scratch_counters()
-        yield "i", self._instants()
+        yield "i", instants(self.replay, self.plan, self.findings, self.mhz, self.locs_js)
 
     # --- lanes ------------------------------------------------------------------------------
 
@@ -326,7 +213,7 @@ class _Exporter:
                 )
             rows.append(
                 f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name",'
-                f'"args":{{"name":{_js(lane.name)}}}}}'
+                f'"args":{{"name":{json_string(lane.name)}}}}}'
             )
             rows.append(
                 f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index",'
@@ -351,7 +238,7 @@ class _Exporter:
 
     def _kernel_slices(self) -> list[str]:
         rows = []
-        names = _kernel_names(self.index)
+        names = kernel_names(self.index)
         cut = "cut off" if self.replay.status == "truncated" else "stopped"
         for pe in np.flatnonzero(self.k_start >= 0).tolist():
             start, end = int(self.k_start[pe]), int(self.lane_end[pe])
@@ -360,7 +247,8 @@ class _Exporter:
             t0, t1 = (int(v) for v in self.ns(np.array([start, end])))
             rows.append(
                 f'{{"ph":"X","pid":{pe + 1},"tid":{self.plan.kernel_tid[pe]},'
-                f'"ts":{_us(t0)},"dur":{_us(t1 - t0)},"name":{_js(names.get(pe, "kernel"))},'
+                f'"ts":{microseconds(t0)},"dur":{microseconds(t1 - t0)},'
+                f'"name":{json_string(names.get(pe, "kernel"))},'
                 f'"cat":"kernel","args":{{"pe":{pe},"status":"{status}",'
                 f'"start_cycle":{start},"end_cycle":{end}}}}}'
             )
@@ -419,13 +307,14 @@ class _Exporter:
                 if name is None:
                     where = self.index.loc(loc)
                     text = f"stall {Path(where.file).name}:{where.line}" if where else "stall"
-                    name = names[loc] = _js(text)
+                    name = names[loc] = json_string(text)
                 source = f',"source":{self.locs_js[loc]}' if loc >= 0 else ""
                 cycles = stalled if end >= 0 else t1 - t0
                 unresolved = ',"unresolved":true' if end < 0 else ""
                 rows.append(
                     f'{{"ph":"X","pid":{pe + 1},"tid":{self.plan.kernel_tid[pe]},'
-                    f'"ts":{_us(ns0)},"dur":{_us(ns1 - ns0)},"name":{name},"cat":"stall",'
+                    f'"ts":{microseconds(ns0)},"dur":{microseconds(ns1 - ns0)},'
+                    f'"name":{name},"cat":"stall",'
                     f'"args":{{"future":{fut},"stalled_cycles":{cycles}{source}{unresolved}}}}}'
                 )
             yield "X", rows
@@ -456,7 +345,7 @@ class _Exporter:
         t = self.transfers
         plan = self.plan
         channels = self.index.channels
-        cats = [_js(str(ch.get("kind", "channel"))) for ch in channels]
+        cats = [json_string(str(ch.get("kind", "channel"))) for ch in channels]
         for lo in range(0, len(t["cmd"]), BATCH):
             part = slice(lo, lo + BATCH)
             cmd = t["cmd"][part]
@@ -488,7 +377,8 @@ class _Exporter:
                     args += ',"unfinished":true'
                 rows.append(
                     f'{{"ph":"X","pid":{plan.channel_pid[ch]},"tid":{plan.channel_tid[ch]},'
-                    f'"ts":{_us(ns0)},"dur":{_us(ns1 - ns0)},"name":{self.string_js(op)},'
+                    f'"ts":{microseconds(ns0)},"dur":{microseconds(ns1 - ns0)},'
+                    f'"name":{self.string_js(op)},'
                     f'"cat":{cats[ch]},"args":{{{args}}}}}'
                 )
             yield "X", rows
@@ -529,7 +419,7 @@ class _Exporter:
             ):
                 name = names.get(op)
                 if name is None:
-                    name = names[op] = _js(f"{self.index.string(op)} future")
+                    name = names[op] = json_string(f"{self.index.string(op)} future")
                 pid, tid = p + 1, self.plan.kernel_tid[p]
                 args = f'"future":{fid},"cmd":{cmd_id},"bytes":{nbytes}'
                 if loc >= 0:
@@ -539,8 +429,10 @@ class _Exporter:
                 args += f',"stalled_cycles":{stall},"resolved_by":{resolutions[h]}'
                 head = f'"pid":{pid},"tid":{tid},"cat":"future","name":{name}'
                 ident = f'"id2":{{"local":{fid}}}'
-                rows.append(f'{{"ph":"b",{head},"ts":{_us(t0)},{ident},"args":{{{args}}}}}')
-                rows.append(f'{{"ph":"e",{head},"ts":{_us(t1)},{ident}}}')
+                rows.append(
+                    f'{{"ph":"b",{head},"ts":{microseconds(t0)},{ident},"args":{{{args}}}}}'
+                )
+                rows.append(f'{{"ph":"e",{head},"ts":{microseconds(t1)},{ident}}}')
             yield "b/e", rows
 
     # --- flows ------------------------------------------------------------------------------
@@ -600,16 +492,16 @@ class _Exporter:
                 *(col[lo : lo + BATCH] for col in cols), strict=True
             ):
                 rows.append(
-                    f'{{"ph":"s","pid":{spid},"tid":{stid},"ts":{_us(sts)},'
+                    f'{{"ph":"s","pid":{spid},"tid":{stid},"ts":{microseconds(sts)},'
                     f'"cat":"flow","name":"data to wait","id":{fid}}}'
                 )
                 rows.append(
-                    f'{{"ph":"f","bp":"e","pid":{fpid},"tid":{ftid},"ts":{_us(fts)},'
+                    f'{{"ph":"f","bp":"e","pid":{fpid},"tid":{ftid},"ts":{microseconds(fts)},'
                     f'"cat":"flow","name":"data to wait","id":{fid}}}'
                 )
             yield "s/f", rows
 
-    # --- scratch, findings, errors -----------------------------------------------------------
+    # --- scratch ----------------------------------------------------------------------------
 
     def _scratch_counters(self) -> Iterator[tuple[str, list[str]]]:
         c = self.index.columns
@@ -622,56 +514,11 @@ class _Exporter:
             yield (
                 "C",
                 [
-                    f'{{"ph":"C","pid":{p + 1},"tid":{tid},"ts":{_us(t)},"name":"scratch",'
+                    f'{{"ph":"C","pid":{p + 1},"tid":{tid},"ts":{microseconds(t)},"name":"scratch",'
                     f'"args":{{"bytes":{v}}}}}'
                     for p, tid, t, v in zip(*(col[lo : lo + BATCH] for col in cols), strict=True)
                 ],
             )
-
-    def _instants(self) -> list[str]:
-        c = self.index.columns
-        rows = []
-
-        def instant(pe: int, cycle: int, scope: str, name: str, cat: str, args: str) -> None:
-            ts = _us(int(self.ns(np.array([cycle]))[0]))
-            rows.append(
-                f'{{"ph":"i","s":"{scope}","pid":{pe + 1},"tid":{self.plan.kernel_tid[pe]},'
-                f'"ts":{ts},"name":{_js(name)},"cat":"{cat}","args":{{{args}}}}}'
-            )
-
-        for i in np.flatnonzero(c.kind == Kind.KERNEL_ERROR).tolist():
-            loc = int(c.loc[i])
-            source = f',"source":{self.locs_js[loc]}' if loc >= 0 else ""
-            message = json.dumps(self.index.string(int(c.op[i])), ensure_ascii=False)
-            instant(int(c.pe[i]), int(c.time[i]), "t", "kernel error", "error",
-                    f'"message":{message}{source}')  # fmt: skip
-        for i in np.flatnonzero(c.kind == Kind.DEADLOCK).tolist():
-            loc = int(c.loc[i])
-            source = f',"source":{self.locs_js[loc]}' if loc >= 0 else ""
-            instant(int(c.pe[i]), int(c.time[i]), "t", "deadlock", "error",
-                    f'"future":{int(c.fut[i])}{source}')  # fmt: skip
-        # The kernel read tensor values on the host (future -1: a computed tensor).
-        for i in np.flatnonzero(c.kind == Kind.HOST_READ).tolist():
-            instant(int(c.pe[i]), int(c.time[i]), "t", "host read", "host_read",
-                    f'"future":{int(c.fut[i])}')  # fmt: skip
-        for finding in self.findings:
-            args = {
-                "id": finding.id,
-                "message": finding.message,
-                "suggestion": finding.suggestion,
-                "source": str(finding.loc) if finding.loc else None,
-                "start_cycle": finding.start,
-                "end_cycle": finding.end,
-                "saving": finding.saving,
-            }
-            body = json.dumps(args, ensure_ascii=False)[1:-1]
-            instant(finding.pe, finding.start, "p", f"{finding.rule} {finding.title}",
-                    "finding", body)  # fmt: skip
-        if self.replay.status == "truncated" and self.plan.lanes:
-            pe = self.plan.lanes[0].pe
-            instant(pe, self.end, "g", "trace cut off", "trace",
-                    f'"events":{self.index.n_events}')  # fmt: skip
-        return rows
 
 
 def _by_pe(c, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
