@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from emulator.trace.errors import TraceFormatError
-from kbdebug.commands.replay import OPEN_BEFORE_SCREEN_BYTES, _os_error, check_header
+from kbdebug.commands.replay import OPEN_BEFORE_SCREEN_BYTES, check_header, os_error_message
 from kbdebug.errors import UserError
 from kbdebug.safe_text import escape
 
@@ -48,7 +48,7 @@ def open_run(path_text: str):
     except TraceFormatError as e:
         raise UserError(escape(" ".join(str(e).split()), 1024)) from None
     except OSError as e:
-        raise UserError(escape(_os_error(e, path), 1024)) from None
+        raise UserError(escape(os_error_message(e, path), 1024)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -124,7 +124,7 @@ def check_header(path: Path) -> None:
     except TraceFormatError as e:
         raise UserError(" ".join(str(e).split())) from None
     except OSError as e:
-        raise UserError(_os_error(e, path)) from None
+        raise UserError(os_error_message(e, path)) from None
     try:
         probe = read_trace(head)
     except TraceFormatError as e:
@@ -184,7 +184,7 @@ def make_app(path: Path, rerun: Sequence[str] | None = None) -> KbdebugApp:
         except TraceFormatError as e:
             raise UserError(" ".join(str(e).split())) from None
         except OSError as e:
-            raise UserError(_os_error(e, path)) from None
+            raise UserError(os_error_message(e, path)) from None
     else:
         opening = Opening(path)
 
@@ -196,7 +196,8 @@ def make_app(path: Path, rerun: Sequence[str] | None = None) -> KbdebugApp:
     return KbdebugApp(path=str(path), replay=replay, opening=opening, **options)
 
 
-def _os_error(error: OSError, path: Path) -> str:
+def os_error_message(error: OSError, path: Path) -> str:
+    """The one line for a trace that cannot be opened (``compare`` says it the same way)."""
     if isinstance(error, FileNotFoundError):
         return f"{path}: no such file"
     if isinstance(error, PermissionError):
