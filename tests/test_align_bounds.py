@@ -15,7 +15,7 @@ import pytest
 from trace_synth import KERNEL_FILE, KERNEL_SOURCE, decode_like_events, make_header
 
 from emulator.trace.writer import TraceWriter
-from kbdebug.analysis import align
+from kbdebug.analysis import line_pairing
 from kbdebug.analysis.align import LineMap
 from kbdebug.analysis.compare import Comparison
 from kbdebug.cli import main
@@ -114,7 +114,7 @@ def test_a_changed_block_of_long_look_alike_lines_stays_within_its_budget():
 
 
 def test_huge_files_align_by_position_around_their_common_start_and_end():
-    n = align.HUGE_LINES
+    n = line_pairing.HUGE_LINES
     a = "".join(f"line {k}\n" for k in range(n))
     b = a.replace("line 1000\n", "line 1000\nnew\n", 1)
     lines, seconds = timed(a, b)
