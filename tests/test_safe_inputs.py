@@ -19,7 +19,7 @@ from emulator.config import MAX_CONFIG_BYTES, HardwareConfig
 from emulator.trace import wire
 from emulator.trace.writer import TraceWriter
 from kbdebug.cli import main
-from kbdebug.commands.launch_file import MAX_LAUNCH_BYTES
+from kbdebug.launch.file import MAX_LAUNCH_BYTES
 
 LAUNCH = textwrap.dedent(
     """
@@ -132,7 +132,8 @@ def test_run_refuses_an_out_of_range_latency_before_it_runs(here, capsys, value)
     argv = ["run", "decode_prefetch", "--set", f"hbm_latency={value}", "-o", "out.kbt"]
     assert main(argv) == 2
     line = one_line(capsys)
-    assert line.startswith('kbdebug run: "hbm_latency" must be ')
+    assert line.startswith("kbdebug run: --set hbm_latency=")
+    assert ': "hbm_latency" must be ' in line
     assert len(line) < 250
     assert not (here / "out.kbt").exists()
     assert "setup:" not in capsys.readouterr().out  # nothing was built
@@ -144,7 +145,8 @@ def test_sweep_refuses_an_out_of_range_grid_value_before_any_point(here, capsys)
     line = one_line(capsys)
     assert line == (
         "kbdebug sweep: --grid hbm_latency=10000000000000000: "
-        '"hbm_latency" must be <= 1_000_000_000 cycles, got 10000000000000000'
+        '"hbm_latency" must be <= 1_000_000_000 cycles, got 10000000000000000 '
+        "(kbdebug hw lists the ranges)"
     )
 
 

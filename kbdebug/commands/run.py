@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
-import difflib
-import functools
-import inspect
 import signal
 import sys
 import threading
@@ -14,20 +10,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import msgpack
-
-from emulator.config import HardwareConfig
-from emulator.errors import ConfigError, DeadlockError, EmulatorError, KernelError
-from emulator.recorder import NullRecorder
+from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.scenarios import SCENARIOS, Scenario
-from emulator.trace import wire
 from emulator.trace.writer import TraceWriter
-from kbdebug.commands import launch_file
-from kbdebug.commands.hints import listed, run_hint, scenario_functions, syntax_error
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
+from kbdebug.launch.launcher import Launcher, is_trace, load
+from kbdebug.launch.settings import read_config, with_hardware
 from kbdebug.outputs import Output, status_lines
 
 DESCRIPTION = """\
@@ -103,45 +93,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    builder, name = _builder(args.scenario)
-    scenario_params = _accepted(builder)
-    hw_fields = set(HardwareConfig.__dataclass_fields__)
-    params: dict[str, Any] = {}
-    hw: dict[str, Any] = {}
-    for setting in args.settings:
-        key, value = _parse_setting(setting)
-        if key in scenario_params:
-            params[key] = _typed(builder, name, key, value)
-        elif key in hw_fields:
-            hw[key] = value
-        else:
-            known = ", ".join(sorted(scenario_params - {"config"}))
-            raise UserError(
-                f"--set {key}: not a parameter of {name} ({known}) nor a hardware field "
-                "(kbdebug hw lists them)"
-            )
-    try:
-        config = HardwareConfig.from_toml(args.config) if args.config else HardwareConfig()
-        if hw:
-            config = config.replace(**hw)
-    except ConfigError as e:
-        hint = (
-            " (kbdebug hw lists them)"
-            if "unknown hardware field" in str(e)
-            else " (kbdebug hw lists the ranges)"
-            if " must be <= " in str(e)
-            else ""
-        )
-        raise UserError(f"{e}{hint}") from None
-    if "config" in scenario_params:
-        params["config"] = config
+    launcher = load(args.scenario)
+    params, hw = launcher.split(launcher.settings(args.settings))
+    config = with_hardware(read_config(args.config), hw)
 
-    # _builder's name is SCENARIO or FILE.FUNCTION: two launches of one file get two traces.
     # Checked before the inputs are built: a refused OUT costs no wait.
     out = Output(
-        args.output or f"{name}.kbt",
+        args.output or f"{launcher.name}.kbt",
         what="a kbdebug trace",
-        ours=_is_trace,
+        ours=is_trace,
         force=args.force,
         stdout=True,
         binary=True,
@@ -153,13 +113,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         status.phase("building inputs")
         started = time.perf_counter()
-        scenario = _build(builder, name, params, scenario_params, hw, config, args.config)
-        total = _estimate_events(builder, params) if show else None
+        scenario = launcher.build(params, hw, config, config_given=args.config is not None)
         status.clear()
         print(f"setup:  inputs built in {time.perf_counter() - started:.2f} s", flush=True)
         writer = _writer(out)
-        status.running(writer, total)
-        failure, stopped, result, elapsed = _record(scenario, writer, out)
+        status.running(writer)
+        failure, stopped, result, elapsed = _record(launcher, scenario, writer, out)
         status.clear()
         _report_written(out, writer, failure, stopped)
         if failure is not None:
@@ -191,42 +150,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build(builder, name, params, scenario_params, hw, config, config_file) -> Scenario:
-    """The scenario of ``params``, with the hardware of ``config`` unless it sets its own."""
-    try:
-        scenario = builder(**params)
-    except (TypeError, ValueError, EmulatorError) as e:
-        raise UserError(f"{name}: {e}") from None
-    if not isinstance(scenario, Scenario):
-        raise UserError(f"{name} returned {type(scenario).__name__}, expected a Scenario")
-    if "config" not in scenario_params and (hw or config_file):
-        # A --config file stands for the hardware, not the launch: the scenario keeps its
-        # mesh unless --set names it.
-        mesh = {"mesh_rows": scenario.config.mesh_rows, "mesh_cols": scenario.config.mesh_cols}
-        scenario.config = config.replace(**{**mesh, **hw})
-    for key, value in hw.items():
-        if getattr(scenario.config, key) != value:
-            own = ", ".join(sorted(scenario_params - {"config"}))
-            raise UserError(
-                f"--set {key}={value}: {name} sets {key} to {getattr(scenario.config, key)} "
-                f"itself; use its own parameters ({own})"
-            )
-    return scenario
-
-
 def _writer(out: Output) -> TraceWriter:
     # Unbuffered: the writer buffers itself, and a killed run keeps what it wrote out.
     return TraceWriter(out.open("wb", buffering=0))
 
 
-def _record(scenario: Scenario, writer: TraceWriter, out: Output):
+def _record(launcher: Launcher, scenario: Scenario, writer: TraceWriter, out: Output):
     """Run ``scenario`` into ``writer``: (failure, stop signal, result, wall seconds)."""
     started = time.perf_counter()
     failure: EmulatorError | None = None
     stopped: KeyboardInterrupt | None = None
     result = None
     try:
-        with _stopped_by_signals(writer):
+        with _stopped_by_signals(writer), launcher.importing():
             result = scenario.run(recorder=writer)
     except EmulatorError as e:
         failure = e
@@ -319,17 +255,6 @@ def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:
     return argv
 
 
-def _is_trace(path: Path) -> bool:
-    """Whether ``path`` starts with a kbt header: a trace kbdebug wrote, whole or cut short."""
-    try:
-        with open(path, "rb") as f:
-            # The header is the first object; a bounded buffer keeps a big non-trace cheap.
-            header = next(msgpack.Unpacker(f, max_buffer_size=1 << 20))
-    except (OSError, ValueError, StopIteration, msgpack.UnpackException):
-        return False
-    return isinstance(header, dict) and header.get("format") == wire.FORMAT_NAME
-
-
 def _interrupted(out: Output, writer: TraceWriter, stopped: KeyboardInterrupt) -> str:
     """The one line for a run stopped by a signal, saying where its trace went."""
     what = f"interrupted by {stopped}" if str(stopped) else "interrupted"
@@ -382,134 +307,3 @@ def _stopped_by_signals(writer: TraceWriter) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def _builder(spec: str):
-    """The scenario builder ``spec`` names and the name its trace takes; UserError if none."""
-    if spec in SCENARIOS:
-        return SCENARIOS[spec], spec
-    if ":" not in spec:
-        raise UserError(_unknown_scenario(spec))
-    path_text, _, func = spec.rpartition(":")
-    path = Path(path_text)
-    # Read bounded, compiled before it runs: a file that is not one, or that Python
-    # cannot compile, is one line with its line number.
-    module = launch_file.load(path, f"kbdebug_user_{path.stem}")
-    builder = getattr(module, func, None)
-    if not callable(builder):
-        functions = scenario_functions(path)
-        there = f" (functions there: {listed(functions)})" if functions else ""
-        raise UserError(f"{path} has no function {func!r}{there}")
-    return _launched_from(builder, path.resolve()), path.stem + "." + func
-
-
-def _launched_from(builder, path: Path):
-    """``builder``, whose Scenarios say they come from ``path`` (FILE.py): their traces'
-    source paths are then relative to its root, whatever the working directory (see
-    Scenario.launch_file). Its signature is the builder's (``inspect`` follows the wrap)."""
-
-    @functools.wraps(builder)
-    def build(*args, **kwargs):
-        scenario = builder(*args, **kwargs)
-        if isinstance(scenario, Scenario) and scenario.launch_file is None:
-            scenario.launch_file = str(path)
-        return scenario
-
-    return build
-
-
-def _unknown_scenario(spec: str) -> str:
-    """The one line for a SCENARIO that is neither built in nor FILE.py:FUNCTION."""
-    path = Path(spec)
-    if spec.endswith(".py") or path.is_file():
-        if not path.is_file():
-            return str(launch_file.problem(path) or f"{path}: no such file")
-        if _is_trace(path):
-            return f"{path} is a trace already: open it with kbdebug {path}"
-        broken = syntax_error(path)
-        if broken is not None:
-            return f"{path}: does not parse ({broken}); fix it, then: kbdebug run {path}:FUNCTION"
-        return f"{path}: which function builds the Scenario? {run_hint(path)}"
-    close = difflib.get_close_matches(spec, SCENARIOS, n=1)
-    guess = f"did you mean {close[0]}? " if close else ""
-    return (
-        f"unknown scenario {spec!r}: {guess}use one of {', '.join(SCENARIOS)} or FILE.py:FUNCTION"
-    )
-
-
-def _accepted(builder) -> set[str]:
-    try:
-        return set(inspect.signature(builder).parameters)
-    except (TypeError, ValueError):
-        return set()
-
-
-def _parse_setting(setting: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` as (key, value): VALUE a Python literal, true/false, or else the text."""
-    key, sep, text = setting.partition("=")
-    if not sep or not key:
-        raise UserError(f"--set {setting!r}: expected KEY=VALUE (e.g. --set n_tiles=64)")
-    if text.lower() in ("true", "false"):
-        return key, text.lower() == "true"
-    try:
-        return key, ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return key, text
-
-
-#: What a value of a default's type is called in a message.
-_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "text"}
-
-
-def _typed(builder, name: str, key: str, value: Any) -> Any:
-    """``value`` for scenario parameter ``key``, checked against the type of its default.
-
-    An int where a float is expected becomes a float; a parameter without a
-    default (or one of another type) takes the value as it is.
-    """
-    default = _default(builder, key)
-    kind = type(default)
-    if default is None or default is inspect.Parameter.empty or kind not in _TYPE_NAMES:
-        return value
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if type(value) is kind:
-        return value
-    raise UserError(
-        f"--set {key}: {name}'s {key} takes {_TYPE_NAMES[kind]} (default {default!r}), "
-        f"got {value!r}"
-    )
-
-
-class _CountingRecorder(NullRecorder):
-    """Counts events and discards them."""
-
-    def __init__(self) -> None:
-        self.events = 0
-
-    def emit(self, kind, time, pe, *fields) -> None:
-        self.events += 1
-
-
-def _estimate_events(builder, params: dict[str, Any]) -> int | None:
-    """Events a scenario with ``n_tiles`` will emit, extrapolated from runs of 1 and 2 tiles."""
-    n = params.get("n_tiles", _default(builder, "n_tiles"))
-    if not isinstance(n, int) or n < 4:
-        return None
-    counts = []
-    for tiles in (1, 2):
-        counter = _CountingRecorder()
-        try:
-            builder(**{**params, "n_tiles": tiles}).run(recorder=counter)
-        except Exception:  # an estimate only: the real run reports any problem
-            return None
-        counts.append(counter.events)
-    return counts[0] + (counts[1] - counts[0]) * (n - 1)
-
-
-def _default(builder, name: str) -> Any:
-    try:
-        parameter = inspect.signature(builder).parameters.get(name)
-    except (TypeError, ValueError):
-        return None
-    return None if parameter is None else parameter.default

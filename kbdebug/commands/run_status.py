@@ -23,10 +23,11 @@ SPINNER = "|/-\\"
 class RunStatus:
     """A line on stderr from the first ``FIRST_DRAW_SECONDS`` of a command on, whatever it does.
 
-    ``phase("building inputs")`` names the work under way; ``running(writer,
-    total)`` shows the emulation's bar (events against an estimated total, or
-    a counter); ``clear()`` takes the line away so stdout can be printed, until
-    the next phase. A worker thread draws; ``close()`` stops it.
+    ``phase("building inputs")`` names the work under way; ``running(writer)``
+    shows the emulation's events as they are written, and their rate (a run's
+    total is not known before it ends: sizing a bar would take extra runs);
+    ``clear()`` takes the line away so stdout can be printed, until the next
+    phase. A worker thread draws; ``close()`` stops it.
     """
 
     def __init__(self, *, enabled: bool):
@@ -37,7 +38,6 @@ class RunStatus:
         self._text: str | None = None
         self._since = self._started
         self._writer: _Counted | None = None
-        self._total: int | None = None
         self._shown = False
         self._thread = threading.Thread(target=self._loop, daemon=True)
         if enabled:
@@ -48,10 +48,10 @@ class RunStatus:
         with self._lock:
             self._text, self._writer, self._since = text, None, time.perf_counter()
 
-    def running(self, writer: _Counted, total: int | None) -> None:
-        """Show the emulation's progress: ``writer.events`` against ``total`` if known."""
+    def running(self, writer: _Counted) -> None:
+        """Show the emulation's progress: ``writer.events`` so far."""
         with self._lock:
-            self._text, self._writer, self._total = "running", writer, total
+            self._text, self._writer = "running", writer
             self._since = time.perf_counter()
 
     def clear(self) -> None:
@@ -91,13 +91,6 @@ class RunStatus:
         if self._writer is None:
             return f"{self._text}… {elapsed:.1f} s"
         events = self._writer.events
-        if self._total:
-            done = min(events / self._total, 1.0)
-            bar = "#" * int(done * 30)
-            return (
-                f"running [{bar:<30}] {done:4.0%} {events:,}/{self._total:,} events, "
-                f"{elapsed:.1f} s"
-            )
         rate = events / elapsed if elapsed > 0 else 0
         spin = SPINNER[tick % len(SPINNER)]
         return f"{spin} running: {events:,} events, {elapsed:.1f} s, {rate:,.0f} events/s"

@@ -7,15 +7,13 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
-from emulator.config import HardwareConfig
-from emulator.errors import ConfigError
 from emulator.scenarios import SCENARIOS
-from kbdebug.commands.run import _accepted, _builder, _default, _parse_setting
 from kbdebug.errors import UserError
+from kbdebug.launch.launcher import load
+from kbdebug.launch.settings import parse_value, read_config, with_hardware
 from kbdebug.safe_text import escape
-from kbdebug.sweep.grid import Axis, Point, format_value, parse_axis, points, trace_name
+from kbdebug.sweep.grid import Axis, Point, parse_axis, points, trace_name
 from kbdebug.sweep.point import OK, PointTask
 from kbdebug.sweep.progress import Progress
 from kbdebug.sweep.results import TOLERANCE, Results
@@ -115,63 +113,54 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise UserError(f"-j {jobs}: expected at least 1")
-    builder, name = _builder(args.scenario)
-    scenario_keys = _accepted(builder) - {"config"}
-    hw_fields = set(HardwareConfig.__dataclass_fields__)
-
-    def check_key(option: str, key: str) -> None:
-        if key not in scenario_keys and key not in hw_fields:
-            raise UserError(
-                f"{option} {escape(key, 80)}: not a parameter of {name} "
-                f"({', '.join(sorted(scenario_keys)) or 'none'}) nor a hardware field "
-                f"({', '.join(sorted(hw_fields))})"
-            )
-
+    launcher = load(args.scenario)
     if not args.grid:
         raise UserError("nothing to sweep: give at least one --grid KEY=V1,V2,...")
-    axes = [parse_axis(text, _value) for text in args.grid]
+    axes = [parse_axis(text, parse_value) for text in args.grid]
     for i, axis in enumerate(axes):
-        check_key("--grid", axis.key)
-        if axis.key in scenario_keys:
-            typed = [_typed(builder, name, "--grid", axis.key, v) for v in axis.values]
-            axes[i] = Axis(axis.key, tuple(typed))
-    settings: dict[str, Any] = {}
-    for text in args.settings:
-        key, value = _parse_setting(text)
-        check_key("--set", key)
-        if key in [a.key for a in axes]:
+        if launcher.is_parameter("--grid", axis.key):
+            typed = tuple(launcher.typed("--grid", axis.key, v) for v in axis.values)
+            axes[i] = Axis(axis.key, typed)
+    swept = [a.key for a in axes]
+    settings = launcher.settings(args.settings)
+    for key in settings:
+        if key in swept:
             raise UserError(f"--set {key}: also swept by --grid {key}; give it once")
-        settings[key] = (
-            _typed(builder, name, "--set", key, value) if key in scenario_keys else value
-        )
-    base = _base_config(args.config)
-    _check_hardware(base, settings, axes, hw_fields)
+    # Every hardware value is refused here, before any point runs, as the point would.
+    base = read_config(args.config)
+    config = with_hardware(base, launcher.split(settings)[1])
+    for axis in axes:
+        if not launcher.is_parameter("--grid", axis.key):
+            for value in axis.values:
+                with_hardware(config, {axis.key: value}, lambda key: "--grid")
     grid = points(axes)
     directory = _traces_dir(args.traces) if args.traces else None
-    names = _trace_paths(directory, name, grid, args.force) if directory else {}
+    names = _trace_paths(directory, launcher.name, grid, args.force) if directory else {}
 
     # Workers elsewhere (Ray) do not share our working directory: give them absolute paths.
     spec = args.scenario
     if ":" in spec and spec not in SCENARIOS:
         path_text, _, func = spec.rpartition(":")
         spec = f"{Path(path_text).resolve()}:{func}"
+    base_config = None if args.config is None else tuple(base.to_dict().items())
     tasks = []
     for point in grid:
-        values = {**settings, **dict(point.params)}
+        params, hw = launcher.split({**settings, **dict(point.params)})
         tasks.append(
             PointTask(
                 index=point.index,
                 scenario=spec,
-                params=tuple((k, v) for k, v in values.items() if k in scenario_keys),
-                hw=tuple((k, v) for k, v in values.items() if k in hw_fields),
-                base_config=None if base is None else tuple(base.to_dict().items()),
+                params=tuple(params.items()),
+                hw=tuple(hw.items()),
+                base_config=base_config,
                 trace_path=names.get(point.index),
                 force=args.force,
                 check=not args.no_check,
+                swept=tuple(swept),
             )
         )
     backend = _backend(args.cluster, jobs)
-    results = Results(name, axes, grid, settings=settings)
+    results = Results(launcher.name, axes, grid, settings=settings)
     progress = Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
 
     def on_row(row) -> None:
@@ -207,60 +196,6 @@ def run(args: argparse.Namespace) -> int:
             status=130,
         )
     return 0 if results.best() is not None else 1
-
-
-def _value(text: str) -> Any:
-    return _parse_setting(f"v={text}")[1]
-
-
-#: Types a scenario parameter's default can have that a value is checked against.
-_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-
-
-def _typed(builder, name: str, option: str, key: str, value: Any) -> Any:
-    """``value`` checked against the type of the parameter's default (an int where a float
-    is expected becomes a float), so a typo is refused before any point runs."""
-    default = _default(builder, key)
-    kind = type(default)
-    if kind not in _KINDS:
-        return value  # no default, None, or a type we do not police: the scenario decides
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if type(value) is kind:
-        return value
-    raise UserError(
-        f"{option} {key}={escape(format_value(value), 80)}: {name}'s {key} takes "
-        f"{_KINDS[kind]} (default {default!r})"
-    )
-
-
-def _base_config(path: str | None) -> HardwareConfig | None:
-    if path is None:
-        return None
-    try:
-        return HardwareConfig.from_toml(path)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
-
-
-def _check_hardware(
-    base: HardwareConfig | None, settings: dict[str, Any], axes: list[Axis], hw_fields: set[str]
-) -> None:
-    """Refuse a hardware value HardwareConfig would refuse, before any point runs."""
-    config = base or HardwareConfig()
-    fixed = {k: v for k, v in settings.items() if k in hw_fields}
-    try:
-        config = config.replace(**fixed)
-    except ConfigError as e:
-        raise UserError(f"--set: {e}") from None
-    for axis in axes:
-        if axis.key not in hw_fields:
-            continue
-        for value in axis.values:
-            try:
-                config.replace(**{axis.key: value})
-            except ConfigError as e:
-                raise UserError(f"--grid {axis.key}={format_value(value)}: {e}") from None
 
 
 def _traces_dir(text: str) -> Path:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbdebug.errors import UserError
+from kbdebug.launch.settings import format_value
 
 #: A grid this large is refused before anything runs (a typo like depth=1..100000).
 MAX_POINTS = 100_000
@@ -41,19 +42,12 @@ class Point:
         return " ".join(f"{k}={format_value(v)}" for k, v in self.params)
 
 
-def format_value(value: Any) -> str:
-    """A grid value as the user would type it back (``True`` as ``true``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def parse_axis(text: str, parse_value: Callable[[str], Any]) -> Axis:
     """``KEY=V1,V2,...`` (or ``KEY=A..B``, integers A to B inclusive) as an Axis.
 
-    ``parse_value`` turns one value's text into a Python value (``kbdebug run``'s
-    rules for ``--set``). Raises UserError for a missing key, an empty or repeated
-    value, or a range that is empty or too long.
+    ``parse_value`` turns one value's text into a Python value (the rules of
+    ``--set``: kbdebug.launch.settings.parse_value). Raises UserError for a
+    missing key, an empty or repeated value, or a range that is empty or too long.
     """
     key, sep, rest = text.partition("=")
     key = key.strip()

@@ -4,6 +4,9 @@ A worker runs at most POINTS_PER_WORKER points and exits, which bounds its
 memory (whatever a point left behind goes with the process) while keeping its
 warm caches for a few points. A worker that dies is one "crashed" row, never a
 broken pool, and a cancelled sweep stops exactly the points still running.
+No partial trace outlives the sweep: a cancelled worker removes its own, and
+the parent removes what a killed one left (its temporary traces live in the
+sweep's own scratch directory; kept ones are named by its pid).
 Workers are forked from the parent, which has imported the emulator and the
 analysis already; a parent running threads (Ray's, in a test) forks them from a
 forkserver instead, since forking a threaded process can copy a lock another
@@ -12,22 +15,27 @@ thread holds.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 
-from kbdebug.sweep.point import CRASHED, Cancelled, PointTask, Row, run_point
+from kbdebug.sweep.point import CRASHED, Cancelled, PointTask, Row, partial_traces, run_point
 from kbdebug.sweep.stop import StopRequest
 
 #: Points a worker process runs before it exits and a fresh one takes over.
 POINTS_PER_WORKER = 16
 #: Modules the forkserver imports once, so each worker starts with them loaded.
-PRELOAD = ["kbdebug.sweep.point", "kbdebug.commands.run"]
+PRELOAD = ["kbdebug.sweep.point", "kbdebug.launch.launcher"]
 #: Seconds a cancelled worker gets to remove its partial trace before it is killed.
 GRACE = 2.0
+#: Signals a new worker starts with blocked, until it has its own handlers.
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -58,8 +66,12 @@ def _worker(conn: Connection, limit: int) -> None:
     """
     # Ctrl+C reaches every process of the terminal's group: the parent decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _cancel)
     parent = os.getppid()
     try:
+        # Forked with both blocked (_Worker): a SIGTERM sent since is raised here, before
+        # any point runs, rather than caught by the parent's handler we were forked with.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
         for _ in range(limit):
             signal.signal(signal.SIGTERM, _cancel)
             while not conn.poll(0.5):
@@ -81,7 +93,13 @@ class _Worker:
     def __init__(self, ctx: multiprocessing.context.BaseContext, limit: int):
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_worker, args=(child, limit), daemon=True)
-        self.process.start()
+        # A forked worker starts with our handlers (the sweep's StopRequest, which only
+        # sets a flag): blocked until it installs its own, a SIGTERM cannot be lost there.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+        try:
+            self.process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         child.close()  # the worker holds the only other end: EOF when it dies
         self.left = limit
         self.task: PointTask | None = None
@@ -94,12 +112,13 @@ class _Worker:
     def collect(self) -> tuple[Row, bool]:
         """The row of the point it ran (a "crashed" row if it died); whether it lives on."""
         assert self.task is not None
-        task, self.task = self.task, None
+        task = self.task
         try:
             row = self.conn.recv()
         except (EOFError, OSError):
             row = None
         if isinstance(row, Row):
+            self.task = None
             if self.left > 0:
                 return row, True
             self.retire()
@@ -115,7 +134,8 @@ class _Worker:
 
     def retire(self, timeout: float | None = None) -> None:
         """Tell the worker to exit (None), close the pipe and wait for the process
-        (``timeout`` seconds at most, then kill it)."""
+        (``timeout`` seconds at most, then kill it); then remove the partial trace of
+        the point it did not finish, if it left one."""
         try:
             self.conn.send(None)
         except (OSError, ValueError):
@@ -125,6 +145,10 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
+        if self.task is not None and self.process.pid is not None:
+            for path in partial_traces(self.task, self.process.pid):
+                path.unlink(missing_ok=True)
+            self.task = None
 
 
 class LocalBackend:
@@ -155,7 +179,12 @@ class LocalBackend:
         point send their rows, which reach ``on_row``), and KeyboardInterrupt is raised.
         """
         ctx = _context()
-        waiting = list(tasks)
+        # Temporary traces go here: removed at the end with whatever a killed worker left.
+        scratch = tempfile.mkdtemp(prefix="kbdebug-sweep-")
+        waiting = [
+            dataclasses.replace(t, scratch_dir=scratch) if t.trace_path is None else t
+            for t in tasks
+        ]
         waiting.reverse()  # popped from the end: grid order
         idle: list[_Worker] = []
         busy: dict[Connection, _Worker] = {}
@@ -182,6 +211,7 @@ class LocalBackend:
         finally:
             for worker in idle:
                 worker.retire(GRACE)
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _stop(workers: list[_Worker]) -> list[Row]:
@@ -202,6 +232,7 @@ def _stop(workers: list[_Worker]) -> list[Row]:
                     row = worker.conn.recv()
                     if isinstance(row, Row):
                         finished.append(row)
+                        worker.task = None  # its trace is in place: nothing partial to remove
             except (EOFError, OSError):
                 pass  # cancelled before it had a row
             worker.retire(GRACE)

@@ -2,15 +2,20 @@
 
 This is the only code a worker process runs. It returns a :class:`Row` of plain
 numbers and strings; the trace stays on the worker's disk (deleted, or kept
-under ``--traces DIR``) and never travels back to the parent.
+under ``--traces DIR``) and never travels back to the parent. A point that is
+cancelled removes its partial trace itself; one killed first (SIGKILL after the
+grace, a crash) leaves it under a name that says whose it was
+(``partial_traces``), for the process that outlives it to remove.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from emulator.config import HardwareConfig
@@ -19,6 +24,8 @@ from emulator.scenarios import Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.analysis import Analysis
 from kbdebug.errors import UserError
+from kbdebug.launch.launcher import Launcher, load
+from kbdebug.launch.settings import with_hardware
 from kbdebug.outputs import Output
 from kbdebug.replay import Replay
 
@@ -56,6 +63,11 @@ class PointTask:
     trace_path: str | None = None
     force: bool = False
     check: bool = True
+    #: Keys given by --grid (the others by --set): what a refusal names.
+    swept: tuple[str, ...] = ()
+    #: The directory of the temporary trace (None: the system's); the local backend
+    #: gives one of its own and removes it, whatever a killed worker left there.
+    scratch_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,51 +116,75 @@ def run_point(task: PointTask, finishing: Callable[[], None] | None = None) -> R
         return Row(task.index, ERROR, _one_line(f"{type(e).__name__}: {e}"))
 
 
-def build(task: PointTask) -> Scenario:
-    """The point's launch, with its parameters and hardware applied as ``kbdebug run`` does.
+def build(task: PointTask) -> tuple[Launcher, Scenario]:
+    """The point's launcher and launch, its values applied as ``kbdebug run`` applies them.
 
     Raises UserError when the launch is refused (a bad value, a hardware field the
     scenario sets itself).
     """
-    # The loader and launch `run` uses, so a point is exactly what `kbdebug run` records.
-    from kbdebug.commands.run import _accepted, _build, _builder
-
-    builder, name = _builder(task.scenario)
-    accepted = _accepted(builder)
+    launcher = load(task.scenario)
     params, hw = dict(task.params), dict(task.hw)
+
+    def option_of(key: str) -> str:
+        return "--grid" if key in task.swept else "--set"
+
     try:
-        config = (
+        base = (
             HardwareConfig.from_dict(dict(task.base_config), source="--config")
             if task.base_config is not None
             else HardwareConfig()
         )
-        if hw:
-            config = config.replace(**hw)
     except ConfigError as e:
         raise UserError(str(e)) from None
-    if "config" in accepted:
-        params["config"] = config
-    return _build(builder, name, params, accepted, hw, config, task.base_config is not None)
+    config = with_hardware(base, hw, option_of)
+    scenario = launcher.build(
+        params, hw, config, config_given=task.base_config is not None, option_of=option_of
+    )
+    return launcher, scenario
+
+
+def partial_traces(task: PointTask, pid: int) -> list[Path]:
+    """The partial traces the worker ``pid`` may have left of ``task`` if it was killed.
+
+    Kept traces are written as Output writes them, to ``OUT.partial-PID`` (or
+    ``OUT.partial-PID-N``) beside OUT until the point is done.
+    """
+    if task.trace_path is None:
+        return []
+    target = Path(os.path.realpath(task.trace_path))
+    pattern = re.compile(re.escape(f"{target.name}.partial-{pid}") + r"(-\d+)?")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return []
+    return [target.parent / name for name in names if pattern.fullmatch(name)]
 
 
 def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
-    scenario = build(task)
+    launcher, scenario = build(task)
     out: Output | None = None
-    if task.trace_path is not None:
-        # Never replaces a file that was there (the parent checked; checked again on commit).
-        out = Output(
-            task.trace_path, what="a file this sweep wrote", ours=lambda _: False, force=task.force
-        )
-        handle = out.open("wb", buffering=0)
-        path = str(out.path)
-    else:
-        fd, path = tempfile.mkstemp(prefix="kbdebug-sweep-", suffix=".kbt")
-        handle = os.fdopen(fd, "wb", buffering=0)
+    path: str | None = None
     try:
+        if task.trace_path is not None:
+            # Never replaces a file that was there (the parent checked; checked again on commit).
+            out = Output(
+                task.trace_path,
+                what="a file this sweep wrote",
+                ours=lambda _: False,
+                force=task.force,
+            )
+            handle = out.open("wb", buffering=0)
+            path = str(out.path)
+        else:
+            fd, path = tempfile.mkstemp(
+                prefix="kbdebug-sweep-", suffix=".kbt", dir=task.scratch_dir
+            )
+            handle = os.fdopen(fd, "wb", buffering=0)
         writer = TraceWriter(handle)
         outcome, message = OK, None
         try:
-            scenario.run(recorder=writer)
+            with launcher.importing():
+                scenario.run(recorder=writer)
         except DeadlockError as e:
             outcome, message = DEADLOCK, str(e)
         except KernelError as e:
@@ -184,7 +220,7 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
     finally:
         if out is not None:
             out.discard()
-        elif task.trace_path is None:
+        elif task.trace_path is None and path is not None:
             os.unlink(path)
 
 

@@ -1,11 +1,13 @@
-"""A user's launch file (FILE.py of `kbdebug run FILE.py:FUNCTION`): read, compiled, run.
+"""A user's launch file (FILE.py of `kbdebug run FILE.py:FUNCTION`): read, compiled, run, listed.
 
 Read as input files are (emulator.input_files): a regular file only, at most
 MAX_LAUNCH_BYTES, never a FIFO or a device. Decoded as Python decodes source
 (UTF-8 unless a coding line says otherwise), and compiled before any of it
 runs, so a file Python cannot compile (a syntax error, or an expression nested
 too deeply: RecursionError or MemoryError in the compiler) is one line naming
-the file and the line.
+the file and the line. Run with its directory first on sys.path, and sys.path
+put back as it was once it has run: its builder is called on the same path
+again (``search_path``), and nothing it added outlives the launch.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import io
 import sys
 import textwrap
 import tokenize
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import CodeType, ModuleType
 
@@ -25,6 +29,8 @@ from kbdebug.errors import UserError
 
 #: Bytes of a launch file read at most (a launcher is a small file).
 MAX_LAUNCH_BYTES = 1 << 20
+#: Function names listed in one message at most.
+MAX_LISTED = 8
 
 
 class LaunchFileError(UserError):
@@ -105,12 +111,13 @@ def parse(path: Path) -> ast.Module | None:
         return None
 
 
-def load(path: Path, module_name: str) -> ModuleType:
-    """Run the launch file ``path`` as the module ``module_name`` and return it.
+def load(path: Path, module_name: str) -> tuple[ModuleType, list[str]]:
+    """Run the launch file ``path`` as the module ``module_name``: the module, and the
+    sys.path it ran with (its directory first, and whatever it added itself).
 
-    Its directory goes first on sys.path (so it imports the kernels beside it).
-    LaunchFileError if it cannot be read or compiled; UserError, in one line, for
-    whatever running it raises.
+    sys.path is as it was once this returns; ``search_path`` puts the returned one
+    back while the launch builds (a builder may import beside it). LaunchFileError if
+    it cannot be read or compiled; UserError, in one line, for whatever running it raises.
     """
     code_text = decode(path, read(path))
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -121,12 +128,76 @@ def load(path: Path, module_name: str) -> ModuleType:
     code = compile_source(path, code_text, spec.origin)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    sys.path.insert(0, str(path.resolve().parent))
+    with search_path([str(path.resolve().parent), *sys.path]):
+        try:
+            exec(code, module.__dict__)
+        except Exception as e:  # the user's file: report it in one line
+            raise UserError(f"{path}: {type(e).__name__}: {e}") from None
+        return module, list(sys.path)
+
+
+@contextmanager
+def search_path(entries: Sequence[str]) -> Iterator[None]:
+    """sys.path is ``entries`` inside the block and what it was before once it ends."""
+    saved = sys.path[:]
+    sys.path[:] = entries
     try:
-        exec(code, module.__dict__)
-    except Exception as e:  # the user's file: report it in one line
-        raise UserError(f"{path}: {type(e).__name__}: {e}") from None
-    return module
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def scenario_functions(path: Path) -> list[str] | None:
+    """Top-level functions of the Python file ``path`` that could build a Scenario, in order.
+
+    Read and parsed, never run. Functions whose first parameter is ``tl`` are
+    kernels, not launchers: they are listed only when there is nothing else.
+    None when the file cannot be read or parsed.
+    """
+    tree = parse(path)
+    if tree is None:
+        return None
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    launchers = [f.name for f in functions if not _is_kernel(f)]
+    return launchers or [f.name for f in functions]
+
+
+def listed(names: list[str]) -> str:
+    """``a, b, c`` (the first MAX_LISTED, then how many more)."""
+    shown = ", ".join(names[:MAX_LISTED])
+    more = len(names) - MAX_LISTED
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def syntax_error(path: Path) -> str | None:
+    """``line N: invalid syntax`` when the Python file ``path`` does not decode or compile
+    (an expression nested too deeply too), else None (None too when it cannot be read)."""
+    found = problem(path)
+    if found is None or found.stage == "read":
+        return None
+    return f"line {found.line}: {found.detail}" if found.line else found.detail
+
+
+def run_hint(path: Path) -> str:
+    """How to run the Python file ``path`` with `kbdebug run`, naming its functions."""
+    functions = scenario_functions(path)
+    if functions is None:
+        broken = syntax_error(path)
+        if broken is not None:
+            return f"it does not parse ({broken}); fix it, then: kbdebug run {path}:FUNCTION"
+        return f"to record a kernel: kbdebug run {path}:FUNCTION"
+    if not functions:
+        return (
+            f"{path} defines no function; kbdebug run takes FILE.py:FUNCTION, a function "
+            "that returns an emulator.scenarios.Scenario"
+        )
+    first = functions[0]
+    return f"record it with: kbdebug run {path}:{first} (functions there: {listed(functions)})"
+
+
+def _is_kernel(function: ast.FunctionDef) -> bool:
+    params = function.args.posonlyargs + function.args.args
+    return bool(params) and params[0].arg == "tl"
 
 
 def _not_utf8(
@@ -207,11 +278,17 @@ def _too_deep(statement: str) -> bool:
 
 __all__ = [
     "MAX_LAUNCH_BYTES",
+    "MAX_LISTED",
     "LaunchFileError",
     "compile_source",
     "decode",
+    "listed",
     "load",
     "parse",
     "problem",
     "read",
+    "run_hint",
+    "scenario_functions",
+    "search_path",
+    "syntax_error",
 ]
