@@ -15,9 +15,9 @@ from emulator.trace.writer import TraceWriter
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.run_diff import HIGHER, LOWER, Change, compare
 from kbdebug.analysis.summary import ChannelBusy, LineStall, Summary, summarize
 from kbdebug.cli import main
-from kbdebug.export.diff import HIGHER, LOWER, Change, compare
 from kbdebug.replay import Replay
 
 KERNEL = "emulator/kernels/attention.py"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kbdebug.analysis.model import PEBound
     from kbdebug.replay.replay import Replay
 
-__all__ = ["incomplete", "matches", "parse_selectors", "share_of"]
+__all__ = ["incomplete", "matches", "parse_selectors", "savings_by_pe", "share_of"]
 
 _RULE = re.compile(r"[Kk][Bb]\d+")
 _PE_SUFFIX = re.compile(r":pe(\d+)$")
@@ -134,6 +134,15 @@ def share_of(finding: Finding, bounds: Iterable[PEBound] = ()) -> float:
         if b.pe == finding.pe and b.achieved > 0:
             return finding.saving / b.achieved
     return 0.0
+
+
+def savings_by_pe(findings: Iterable[Finding]) -> dict[int, int]:
+    """Per PE, the sum of its findings' gains on that PE (a finding's ``saving`` is the
+    launch's, with the line fixed on every PE: summed per PE it would count it twice)."""
+    out: dict[int, int] = {}
+    for f in findings:
+        out[f.pe] = out.get(f.pe, 0) + (f.pe_saving or f.saving)
+    return out
 
 
 def incomplete(replay: Replay) -> str | None:

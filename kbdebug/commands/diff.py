@@ -14,10 +14,12 @@ import argparse
 import json
 import sys
 
-from kbdebug.analysis.compare import Change, RunDiff, diff_replays
-from kbdebug.commands.report import EXIT_GATE, EXIT_INCOMPLETE, open_trace
-from kbdebug.export.diff import SCHEMA, to_json
+from kbdebug.analysis.compare import diff_replays
+from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE
+from kbdebug.analysis.run_diff import Change, RunDiff
 from kbdebug.analysis.summary import Summary
+from kbdebug.commands.report import open_trace
+from kbdebug.export.diff_json import SCHEMA, to_json
 from kbdebug.safe_text import escape
 
 #: Source lines the text lists (largest stall first); --json has them all.

@@ -1,8 +1,8 @@
-"""``kbdebug diff`` as a JSON document (schema ``kbdebug.diff/2``).
+"""``kbdebug diff`` as a JSON document (schema ``kbdebug.diff/2``), beside the report's
+(:mod:`kbdebug.export.report_json`).
 
-The comparison itself lives in :mod:`kbdebug.analysis.compare`, which the app's
-compare mode reads too, so the two cannot disagree; its names are re-exported here
-for the callers that imported them from this module.
+The comparison itself lives in :mod:`kbdebug.analysis.run_diff`, which the app's
+compare mode reads too, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -10,31 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.trace.schema import SourceLoc
-from kbdebug.analysis.compare import (
-    HIGHER,
-    LOWER,
-    NEUTRAL,
-    Change,
-    LineChange,
-    RunDiff,
-    compare,
-    kernel_warnings,
-)
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.run_diff import Change, RunDiff
 from kbdebug.analysis.summary import Summary
 
-__all__ = [
-    "HIGHER",
-    "LOWER",
-    "NEUTRAL",
-    "SCHEMA",
-    "Change",
-    "LineChange",
-    "RunDiff",
-    "compare",
-    "kernel_warnings",
-    "to_json",
-]
+__all__ = ["SCHEMA", "to_json"]
 
 SCHEMA = "kbdebug.diff/2"
 

@@ -1,0 +1,114 @@
+"""The CI gate of ``report --fail-on`` and ``diff``: which findings fail a run, and the exit status.
+
+A finding fails the gate when a selector (:mod:`kbdebug.analysis.select`) picks it and
+its estimated saving reaches ``min_saving`` of its PE's kernel time; a run that did not
+complete fails whatever the selector (its findings cover only what ran).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbdebug.analysis.findings import MIN_SHARE, Finding
+from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.select import matches, share_of
+from kbdebug.safe_text import escape
+
+#: Exit statuses: the report was printed and the gate passed; the gate matched a
+#: finding; bad input; the gate was asked of a run that did not complete.
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
+#: Default --min-saving: a finding must be worth this share of its PE's kernel time
+#: (the share findings are reported from).
+MIN_SAVING = MIN_SHARE
+#: Matched findings the gate names on stderr.
+GATE_LINES = 20
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) made one space."""
+    return " ".join(str(text).split())
+
+
+def percent(share: float) -> str:
+    """``18 %``; ``<1 %`` for a share that rounds to nothing but is not zero."""
+    if 0 < share < 0.005:
+        return "<1 %"
+    return f"{100 * share:.0f} %"
+
+
+class Gate:
+    """The outcome of ``--fail-on``: the exit status and what made it."""
+
+    def __init__(
+        self,
+        selectors: list[str],
+        min_saving: float,
+        matched: list[tuple[Finding, float]],
+        below: list[tuple[Finding, float]],
+        reason: str | None,
+    ):
+        self.selectors = selectors
+        self.min_saving = min_saving
+        self.matched = matched
+        self.below = below
+        self.reason = reason
+
+    @classmethod
+    def check(
+        cls,
+        selectors: list[str],
+        min_saving: float,
+        findings: list[Finding],
+        bounds: list[PEBound],
+        reason: str | None,
+    ) -> Gate:
+        matched, below = [], []
+        if selectors:
+            for f in findings:
+                if any(matches(f, s) for s in selectors):
+                    share = share_of(f, bounds)
+                    (matched if share >= min_saving else below).append((f, share))
+        return cls(selectors, min_saving, matched, below, reason)
+
+    @property
+    def exit(self) -> int:
+        if not self.selectors:
+            return EXIT_OK
+        if self.reason is not None:
+            return EXIT_INCOMPLETE
+        return EXIT_GATE if self.matched else EXIT_OK
+
+    def explain(self) -> list[str]:
+        """Lines for stderr: why the gate failed (none when it passed or was not asked)."""
+        if self.exit == EXIT_INCOMPLETE:
+            return [f"--fail-on: the run did not complete: {escape(one_line(self.reason))}"]
+        if self.exit != EXIT_GATE:
+            return []
+        n = len(self.matched)
+        lines = [
+            f"--fail-on {escape(','.join(self.selectors), 512)} matched {n} finding"
+            f"{'s' if n != 1 else ''} worth at least {percent(self.min_saving)} of its PE's time:"
+        ]
+        for f, share in self.matched[:GATE_LINES]:
+            lines.append(
+                f"  {escape(f.id, 512)}  ({escape(f.line_id or '-', 512)}, PE{f.pe}, "
+                f"est. saving {f.saving:,} cycles, {percent(share)})"
+            )
+        if n > GATE_LINES:
+            lines.append(f"  ... {n - GATE_LINES} more (--json lists all)")
+        if self.below:
+            lines.append(
+                f"  ({len(self.below)} more matched below --min-saving {percent(self.min_saving)}"
+                " and do not count)"
+            )
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selectors": list(self.selectors),
+            "min_saving": self.min_saving,
+            "failed": self.exit != EXIT_OK,
+            "exit": self.exit,
+            "matched": [f.id for f, _ in self.matched],
+            "below_min_saving": [f.id for f, _ in self.below],
+        }

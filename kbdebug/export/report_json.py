@@ -1,0 +1,147 @@
+"""The report as a JSON document (``kbdebug report --json``), schema ``kbdebug.report/3``.
+
+JSON schema ``kbdebug.report/3`` (``--json``); cycles are integers, a cycle is
+null when the event is not in the trace, a location is null or
+``{"file", "line", "function"}``; strings from the trace are as recorded (JSON
+escapes them)::
+
+    {
+      "schema": "kbdebug.report/3",
+      "trace": str,                     # the path given
+      "status": "ok" | "error" | "deadlock" | "interrupted" | "truncated",
+      "complete": bool,                 # status ok and at least one event
+      "incomplete": str | null,         # why not: "deadlock on PE 1: ..."
+      "error": str | null,              # the footer's error message
+      "error_loc": loc | null,
+      "kernel": str, "grid": [int], "pes": int,
+      "events": int,                    # event records in the trace
+      "end_time": int,                  # the run's end cycle
+      "stall_cycles": int,              # sum of every wait's stalled cycles
+      "dma_read_count": int,            # OP_LOG memory/dma_read count
+      "counts": {"dma_read_count", "dma_write_count", "gemm_count", "math_count",
+                 "ipcq_send_count", "ipcq_recv_count": int},
+      "channels": [{"id", "name", "kind", "pe", "busy_cycles": int,
+                    "share": float}],    # busy_cycles / end_time
+      "efficiency": [{"pe", "start", "end", "achieved",
+                      "bound": int,      # critical-path lower bound of the kernel time
+                      "efficiency": float | None,   # bound / achieved; None: did not complete
+                      "savings": int}],  # sum of the PE's findings' gains on this PE
+                                         # (pe_saving; they may overlap)
+      "stall_by_line": [{"loc": loc, "waits": int, "stall_cycles": int}],
+      "futures": [{"id", "op", "pe", "addr" (int | null), "nbytes",
+                   "channel" (str | null), "issued", "granted", "done",
+                   "waited", "resolved" (int | null), "stall": int,
+                   "loc": loc, "wait_loc": loc}],   # every future, by id
+      "findings": [{"id",               # edit-proof: RULE:FILE::FUNCTION::TEXT#N[:peN]
+                    "line_id",          # RULE:FILE:LINE[:peN]
+                    "rule", "title", "pe", "loc",
+                    "call_loc": loc,    # the kernel line that called the helper, or null
+                    "start", "end", "count",
+                    "saving": int,      # cycles the launch's end moves earlier when it is
+                                        # fixed (on every PE that has it), re-timed
+                    "pe_saving": int,   # cycles this PE's own kernel saves
+                    "also": [loc],      # other lines the same fix changes
+                    "share": float,     # saving / the PE's kernel time
+                    "stall", "message", "suggestion", "events": [int]}],
+                                        # largest saving first
+      "gate": {"selectors": [str], "min_saving": float,
+               "failed": bool, "exit": int,
+               "matched": [id],          # selected, saving at or above min_saving
+               "below_min_saving": [id]} # selected, but too small to count
+    }
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.gate import MIN_SAVING, Gate
+from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.select import savings_by_pe, share_of
+from kbdebug.analysis.summary import FutureRow, Summary
+
+SCHEMA = "kbdebug.report/3"
+
+
+def loc_json(loc: SourceLoc | None) -> dict[str, Any] | None:
+    """A source location as ``{"file", "line", "function"}``, None as null."""
+    return None if loc is None else {"file": loc.file, "line": loc.line, "function": loc.function}
+
+
+def to_json(
+    path: str,
+    summary: Summary,
+    futures: list[FutureRow],
+    findings: list[Finding],
+    bounds: list[PEBound] | None = None,
+    reason: str | None = None,
+    gate: Gate | None = None,
+) -> dict[str, Any]:
+    """The report as a ``kbdebug.report/3`` document."""
+    bounds = bounds or []
+    gate = gate or Gate([], MIN_SAVING, [], [], reason)
+    savings = savings_by_pe(findings)
+    return {
+        "schema": SCHEMA,
+        "trace": str(path),
+        "status": summary.status,
+        "complete": reason is None,
+        "incomplete": reason,
+        "error": summary.error,
+        "error_loc": loc_json(summary.error_loc),
+        "kernel": summary.kernel,
+        "grid": list(summary.grid),
+        "pes": summary.n_pes,
+        "events": summary.n_events,
+        "end_time": summary.end_time,
+        "stall_cycles": summary.stall_cycles,
+        "dma_read_count": summary.counts["dma_read_count"],
+        "counts": dict(summary.counts),
+        "channels": [
+            {
+                "id": ch.channel,
+                "name": ch.name,
+                "kind": ch.kind,
+                "pe": ch.pe,
+                "busy_cycles": ch.busy_cycles,
+                "share": ch.share,
+            }
+            for ch in summary.channels
+        ],
+        "efficiency": [{**asdict(b), "savings": savings.get(b.pe, 0)} for b in bounds],
+        "stall_by_line": [
+            {"loc": loc_json(s.loc), "waits": s.waits, "stall_cycles": s.stall_cycles}
+            for s in summary.stall_by_line
+        ],
+        "futures": [
+            {**asdict(row), "loc": loc_json(row.loc), "wait_loc": loc_json(row.wait_loc)}
+            for row in futures
+        ],
+        "findings": [
+            {
+                "id": f.id,
+                "line_id": f.line_id,
+                "rule": f.rule,
+                "title": f.title,
+                "pe": f.pe,
+                "loc": loc_json(f.loc),
+                "call_loc": loc_json(f.call_loc or getattr(f.loc, "caller", None)),
+                "start": f.start,
+                "end": f.end,
+                "count": f.count,
+                "saving": f.saving,
+                "pe_saving": f.pe_saving,
+                "also": [loc_json(x) for x in f.also],
+                "share": share_of(f, bounds),
+                "stall": f.stall,
+                "message": f.message,
+                "suggestion": f.suggestion,
+                "events": list(f.events),
+            }
+            for f in findings
+        ],
+        "gate": gate.to_json(),
+    }

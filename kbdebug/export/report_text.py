@@ -1,0 +1,198 @@
+"""The report as text (``kbdebug report``): status first, then the figures, futures, findings.
+
+Every string that comes from the trace is escaped here before it reaches a terminal.
+"""
+
+from __future__ import annotations
+
+from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.gate import one_line, percent
+from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.select import savings_by_pe, share_of
+from kbdebug.analysis.summary import FutureRow, Summary
+from kbdebug.safe_text import escape
+
+#: Futures the text report lists in issue order, then the worst stalls.
+FIRST_FUTURES = 20
+WORST_STALLS = 10
+#: Wait lines the text report lists.
+STALL_LINES = 10
+
+
+def _status_line(summary: Summary, reason: str | None) -> str:
+    if reason is None:
+        return "status: ok"
+    why = escape(one_line(reason))
+    line = f"status: {escape(summary.status.upper(), 32)}: the run did not complete: {why}"
+    if summary.n_events:
+        line += "; the numbers below cover what was recorded"
+    return line
+
+
+def _cycle(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        out.append("  " + "  ".join(cells).rstrip())
+    return out
+
+
+def _where(loc: SourceLoc | None) -> str:
+    return "?" if loc is None else escape(f"{loc.file}:{loc.line}", 512)
+
+
+def _futures_rows(rows: list[FutureRow]) -> list[str]:
+    header = [
+        "id",
+        "op",
+        "PE",
+        "addr",
+        "bytes",
+        "issued",
+        "granted",
+        "done",
+        "waited",
+        "resolved",
+        "stall",
+        "line",
+    ]
+    body = [
+        [
+            str(r.id),
+            escape(r.op, 64),
+            str(r.pe),
+            "-" if r.addr is None else f"{r.addr:#x}",
+            f"{r.nbytes:,}",
+            _cycle(r.issued),
+            _cycle(r.granted),
+            _cycle(r.done),
+            _cycle(r.waited),
+            _cycle(r.resolved),
+            f"{r.stall:,}",
+            _where(r.loc) if r.loc is not None else "-",
+        ]
+        for r in rows
+    ]
+    return _table([header, *body], right={0, 2, 4, 5, 6, 7, 8, 9, 10})
+
+
+def _finding_lines(f: Finding, share: float) -> list[str]:
+    at = f"at {_where(f.loc)}"
+    if f.loc is not None and f.loc.function:
+        at += f" in {escape(f.loc.function, 256)}"
+    call_loc = f.call_loc or (getattr(f.loc, "caller", None) if f.loc is not None else None)
+    if call_loc is not None:
+        at += f", called from {_where(call_loc)}"
+    lines = [
+        f"  {escape(f.id, 512)}  {escape(f.title, 64)}",
+        f"      PE{f.pe}, {f.count:,}x, est. saving {f.saving:,} cycles ({percent(share)})"
+        + (
+            f" with the line fixed on every PE that has it, {f.pe_saving:,} on this PE"
+            if f.pe_saving and f.pe_saving != f.saving
+            else ""
+        ),
+        f"      {at}" + (f"  [{escape(f.line_id, 512)}]" if f.line_id else ""),
+        *(f"      with {_where(x)}" for x in f.also),
+        f"      {escape(f.message)}",
+        f"      fix: {escape(f.suggestion)}",
+    ]
+    return lines
+
+
+def render(
+    path: str,
+    summary: Summary,
+    futures: list[FutureRow],
+    findings: list[Finding],
+    bounds: list[PEBound] | None = None,
+    reason: str | None = None,
+) -> str:
+    """The report as text, the status line first."""
+    bounds = bounds or []
+    lines = [_status_line(summary, reason), f"trace: {escape(str(path), 1024)}"]
+    grid = "x".join(str(g) for g in summary.grid) or "?"
+    lines.append(
+        f"kernel: {escape(summary.kernel, 256) or '?'} (grid {grid}, {summary.n_pes} PE"
+        f"{'s' if summary.n_pes != 1 else ''})"
+    )
+    lines.append(f"end cycle: {summary.end_time:,}  events: {summary.n_events:,}")
+    lines.append(
+        f"stall cycles: {summary.stall_cycles:,}  dma_read_count: "
+        f"{summary.counts['dma_read_count']:,}"
+    )
+    if summary.channels:
+        lines += ["", "busy (grant to release cycles / end cycle):"]
+        lines += _table(
+            [
+                [escape(ch.name, 128), f"{ch.busy_cycles:,}", f"{ch.share:.1%}"]
+                for ch in summary.channels
+            ],
+            right={1, 2},
+        )
+    if bounds:
+        savings = savings_by_pe(findings)
+        lines += [
+            "",
+            "per PE: kernel time, its critical-path bound (the least any placement of its "
+            "issues allows) and the findings' estimated savings (they may overlap):",
+        ]
+        lines += _table(
+            [
+                [
+                    f"PE{b.pe}",
+                    f"achieved {b.achieved:,}",
+                    f"bound {b.bound:,}",
+                    "did not complete"
+                    if b.efficiency is None
+                    else f"efficiency {b.efficiency:.1%}",
+                    f"findings save ~{savings.get(b.pe, 0):,}"
+                    + (f" ({percent(savings.get(b.pe, 0) / b.achieved)})" if b.achieved else ""),
+                ]
+                for b in bounds
+            ],
+            right=set(),
+        )
+    if summary.stall_by_line:
+        shown = summary.stall_by_line[:STALL_LINES]
+        more = len(summary.stall_by_line) - len(shown)
+        lines += ["", "stall by wait line:" + (f" ({more} more in --json)" if more else "")]
+        lines += _table(
+            [
+                [
+                    _where(s.loc),
+                    f"{s.waits:,} wait{'s' if s.waits != 1 else ''}",
+                    f"{s.stall_cycles:,} cycles",
+                ]
+                for s in shown
+            ],
+            right={1, 2},
+        )
+    if futures:
+        first = futures[:FIRST_FUTURES]
+        if len(futures) > len(first):
+            title = f"futures (first {len(first)} of {len(futures):,} by id; --json lists all):"
+        else:
+            title = f"futures ({len(futures)}):"
+        lines += ["", title]
+        lines += _futures_rows(first)
+        worst = sorted((r for r in futures if r.stall > 0), key=lambda r: (-r.stall, r.id))
+        worst = worst[:WORST_STALLS]
+        if worst:
+            lines += ["", f"worst stalls ({len(worst)} futures):"]
+            lines += _futures_rows(worst)
+    if findings:
+        lines += ["", f"findings ({len(findings)}, largest estimated saving first):"]
+    else:
+        lines += ["", "findings: none"]
+    for f in findings:
+        lines += _finding_lines(f, share_of(f, bounds))
+    return "\n".join(lines) + "\n"
