@@ -4,6 +4,7 @@ it holds stand between the file and the replay."""
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 from kbdebug.replay import cache as index_cache
 
 PREAMBLE = index_cache._PREAMBLE
+ALIGN = index_cache._ALIGN
 
 
 def read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -36,7 +38,7 @@ def write(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> No
     places, body = [], b""
     for name, *_ in meta["arrays"]:
         array = arrays[name]
-        body += b"\0" * (-len(body) % index_cache._ALIGN)
+        body += b"\0" * (-len(body) % ALIGN)
         places.append([name, array.dtype.str, list(array.shape), len(body)])
         body += np.ascontiguousarray(array).tobytes()
     meta = {**meta, "arrays": places}
@@ -52,3 +54,33 @@ def forge(path: Path, change: Callable[[dict[str, Any], dict[str, np.ndarray]], 
     meta, arrays = read(path)
     change(meta, arrays)
     write(path, meta, arrays)
+
+
+def forge_map(path: Path, change: Callable[[dict[str, Any], int], int | None]) -> None:
+    """Apply ``change(meta, arrays_len)`` to the map of the cache file at ``path``, its
+    arrays' bytes left as they are and the map's checksum made right. If ``change``
+    returns a length, the preamble claims that many bytes of arrays and the file is cut
+    or extended (sparse: nothing is written) to be as long as that says."""
+    data = path.read_bytes()
+    magic, meta_len, _, arrays_len, arrays_crc = PREAMBLE.unpack_from(data)
+    meta = msgpack.unpackb(data[PREAMBLE.size : PREAMBLE.size + meta_len], raw=False)
+    body = data[PREAMBLE.size + meta_len :]
+    claimed = change(meta, arrays_len)
+    arrays_len = arrays_len if claimed is None else claimed
+    packed = msgpack.packb(meta, use_bin_type=True)
+    preamble = PREAMBLE.pack(magic, len(packed), zlib.crc32(packed), arrays_len, arrays_crc)
+    path.write_bytes(preamble + packed + body[:arrays_len])
+    os.truncate(path, len(preamble) + len(packed) + arrays_len)
+
+
+def claim_length(meta: dict[str, Any], name: str, length: int) -> int:
+    """Make ``meta`` claim ``length`` elements of array ``name``, the arrays after it placed
+    past them as the cache places arrays; the length of all the arrays it then claims."""
+    offset = 0
+    for place in meta["arrays"]:
+        offset += -offset % ALIGN
+        place[3] = offset
+        if place[0] == name:
+            place[2] = [length]
+        offset += place[2][0] * np.dtype(place[1]).itemsize
+    return offset

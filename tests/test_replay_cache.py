@@ -9,11 +9,10 @@ import os
 import subprocess
 import sys
 import threading
-import zlib
 
-import msgpack
 import numpy as np
 import pytest
+from cache_forge import forge_map
 from trace_synth import decode_like_events, record_run
 
 from emulator.trace.writer import TraceWriter
@@ -203,19 +202,13 @@ def test_an_array_the_map_says_lies_elsewhere_is_not_trusted(cache, trace):
     (path,) = index_files(cache)
     assert load(cache, trace) is not None
     # A map that points an array past the file's end, with its checksum made right.
-    data = bytearray(path.read_bytes())
-    magic, meta_len, _, arrays_len, arrays_crc = index_cache._PREAMBLE.unpack_from(data)
-    meta = msgpack.unpackb(bytes(data[index_cache._PREAMBLE.size :][:meta_len]))
-    name, _, shape, at = meta["arrays"][-2]
-    assert at > 1 << 16 and shape[0] > 0  # so its offset is a uint32, as the end is
-    meta["arrays"][-2][3] = arrays_len  # it starts at the end
-    packed = msgpack.packb(meta, use_bin_type=True)
-    assert len(packed) == meta_len
-    data[index_cache._PREAMBLE.size : index_cache._PREAMBLE.size + meta_len] = packed
-    data[: index_cache._PREAMBLE.size] = index_cache._PREAMBLE.pack(
-        magic, meta_len, zlib.crc32(packed), arrays_len, arrays_crc
-    )
-    path.write_bytes(bytes(data))
+
+    def past_the_end(meta, arrays_len):
+        _, _, shape, at = meta["arrays"][-2]
+        assert at > 1 << 16 and shape[0] > 0  # so its offset is a uint32, as the end is
+        meta["arrays"][-2][3] = arrays_len  # it starts at the end
+
+    forge_map(path, past_the_end)
     assert load(cache, trace) is None
     same_index(Replay.open(trace), Replay.open(trace, cache=False))
 
