@@ -27,6 +27,20 @@ LAUNCHERS = textwrap.dedent(
         ptr = mem.put(np.ones((4, 4), np.float32))
         return Scenario(kernel=kernel, args=(ptr,), grid=(1,), memory=mem)
 
+    def counted(n_tiles=8, log="calls.log"):
+        with open(log, "a") as f:
+            f.write("build\\n")
+
+        def kernel(tl, ptr):
+            with open(log, "a") as f:
+                f.write("run\\n")
+            for _ in range(n_tiles):
+                tl.wait(tl.load_async(ptr, (4, 4), "f32"))
+
+        scenario = launch()
+        scenario.kernel = kernel
+        return scenario
+
     def slow_launch(setup=0.5, check=0.5):
         time.sleep(setup)
         scenario = launch()
@@ -56,13 +70,13 @@ def test_run_of_a_python_file_offers_its_launch_functions(launchers, capsys):
     line = one_error_line(capsys)
     assert "kbdebug run my_kernel.py:launch" in line
     # Launchers listed; the kernel (first parameter tl) is not one.
-    assert "functions there: launch, slow_launch" in line
+    assert "functions there: launch, counted, slow_launch" in line
 
 
 def test_run_of_a_missing_function_lists_the_ones_there(launchers, capsys):
     assert main(["run", "my_kernel.py:lanch"]) == 2
     line = one_error_line(capsys)
-    assert "no function 'lanch'" in line and "launch, slow_launch" in line
+    assert "no function 'lanch'" in line and "launch, counted, slow_launch" in line
 
 
 def test_run_of_a_missing_python_file_says_so(tmp_path, monkeypatch, capsys):
@@ -147,6 +161,14 @@ def test_the_status_line_covers_setup_and_check_from_the_first_second(
     # Each status line is erased before a result line is printed over it.
     assert "\r\033[Ksetup:  inputs built in" in shown
     assert "\r\033[Kcheck:  output matches the numpy reference" in shown
+
+
+def test_the_status_line_costs_no_extra_run(launchers, monkeypatch, capsys):
+    """The line counts events as they are written: the launch is built and run once."""
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["run", "my_kernel.py:counted", "--set", "n_tiles=64", "-o", "x.kbt"]) == 0
+    assert (launchers.parent / "calls.log").read_text().split() == ["build", "run"]
 
 
 def test_no_status_line_when_stderr_is_not_a_terminal(launchers, capsys):
