@@ -16,7 +16,15 @@ from emulator.trace.schema import SourceLoc
 #: Files whose frames are the emulator's own (a tl call's location is the caller outside them).
 _INTERNAL = {
     str(Path(__file__).resolve().parent / name)
-    for name in ("tl.py", "tensor.py", "futures.py", "runner.py", "source.py", "scope.py")
+    for name in (
+        "tl.py",
+        "tl_compute.py",
+        "tensor.py",
+        "futures.py",
+        "runner.py",
+        "source.py",
+        "scope.py",
+    )
 }
 #: Code flags of functions whose frame can be suspended and resumed from another place.
 _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
