@@ -53,7 +53,3 @@ class Mesh:
                     pe=pe.pe, kind="ipcq", index=len(pe.links), name=f"pe{pe.pe}.ipcq.{direction}"
                 )
                 pe.links[direction] = (link, self.pes[nr * cols + nc])
-
-    def neighbour(self, pe: int, direction: str) -> int | None:
-        link = self.pes[pe].links.get(direction)
-        return None if link is None else link[1].pe

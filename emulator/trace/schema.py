@@ -157,11 +157,6 @@ def event_codes(version: tuple[int, int]) -> frozenset[int]:
     return frozenset(codes)
 
 
-def compound_fields(code: int) -> tuple[tuple[str, str], ...]:
-    """The fields of compound record ``code`` after (code, dt, pe): its components', in order."""
-    return tuple(field for kind in COMPOUNDS[code] for field in FIELDS[kind])
-
-
 def expand(code: int, time: int, pe: int, fields: tuple | list) -> list[tuple]:
     """The events ``(kind, time, pe, *fields)`` compound record ``code`` stands for.
 

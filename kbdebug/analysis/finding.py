@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from emulator.trace.schema import SourceLoc
+from kbdebug.analysis import identity
 from kbdebug.replay.index import TraceIndex
 
 #: Rule code -> short name.
@@ -88,9 +89,5 @@ def line_id(rule: str, loc: SourceLoc | None, pe: int) -> str:
 
 
 def finding_id(rule: str, index: TraceIndex, loc: SourceLoc | None, pe: int) -> str:
-    """The edit-proof id (``kbdebug.analysis.identity``), or the line form without it."""
-    try:
-        from kbdebug.analysis.identity import finding_id as stable
-    except ImportError:  # identity is optional while it is being built
-        return line_id(rule, loc, pe)
-    return stable(rule, index, loc, pe)
+    """The edit-proof id (see ``kbdebug.analysis.identity.finding_id``)."""
+    return identity.finding_id(rule, index, loc, pe)
