@@ -1,8 +1,9 @@
 """Event kinds and their fields: the one vocabulary the emulator and every trace reader share.
 
 The hardware and the kernel runner emit events through a recorder as
-``recorder.emit(kind, time, pe, *fields)``; the fields of each kind are listed
-in ``FIELDS`` in order, each with a type tag:
+``recorder.emit(kind, time, pe, *fields)`` (or several of one cycle at once as
+``recorder.emit_compound(code, time, pe, *fields)``, see ``COMPOUNDS``); the
+fields of each kind are listed in ``FIELDS`` in order, each with a type tag:
 
 - ``int``: a Python int (may be -1 for "none" where the field says so);
 - ``bool``: a Python bool;

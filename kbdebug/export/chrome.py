@@ -11,9 +11,11 @@ The mapping, one process per PE and one thread per lane:
   ids are unique across the file.
 - Kernel lane: an ``X`` slice per kernel run (start to end, error, deadlock or
   the end of the trace) and, nested in it, an ``X`` slice per wait that stalled
-  (WAIT_BEGIN to WAIT_END, stalled > 0), named by the wait's source line.
-- Channel lanes: an ``X`` slice per command from grant to release, named by its
-  op, with args cmd, future, bytes, source.
+  (WAIT_BEGIN to WAIT_END, stalled > 0) or never returned (to the lane's end,
+  ``unresolved``), named by the wait's source line.
+- Channel lanes: an ``X`` slice per command from grant to release (or the end of
+  the trace, ``unfinished``), named by its op, with args cmd, future, bytes,
+  source, cycles and queued_cycles.
 - Futures: an async ``b``/``e`` pair per future from issue to resolution
   (WAIT_END, else COMPLETE, else the end of the trace), id ``id2.local`` = the
   future id so that Perfetto keeps each PE's futures under that PE.
@@ -23,8 +25,8 @@ The mapping, one process per PE and one thread per lane:
   wait (stalled == 0) has no stall slice and gets no flow; nor does a transfer
   or stall too short (under 2 ns) to hold a timestamp strictly inside it.
 - A ``C`` counter ``scratch`` (bytes in use) per PE; an ``i`` instant per
-  finding (scope ``p``), per kernel error and deadlock (scope ``t``, kernel
-  lane), and one (scope ``g``) where a truncated trace stops.
+  finding (scope ``p``), per kernel error, deadlock and host read (scope ``t``,
+  kernel lane), and one (scope ``g``) where a truncated trace stops.
 
 Time: cycle ``c`` is ``round(c * 1000 / clock_mhz)`` integer nanoseconds, written
 as microseconds with exactly three decimals. Every boundary is then the same
