@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,11 +25,25 @@ def begun(target=None, **kwargs) -> tuple[TraceWriter, io.BytesIO]:
     return writer, out
 
 
+def descriptors_of(path: Path) -> list[str]:
+    """This process's open file descriptors on ``path`` (Linux)."""
+    fds = Path("/proc/self/fd")
+    return [fd.name for fd in fds.iterdir() if os.path.realpath(fd) == str(path.resolve())]
+
+
+def test_a_begun_writer_to_a_path_holds_it_open(tmp_path):
+    path = tmp_path / "run.kbt"
+    writer = TraceWriter(path)
+    writer.begin(make_header())
+    assert len(descriptors_of(path)) == 1
+    writer.end(dict(OK_FOOTER, end_time=0))
+
+
 def test_writer_to_a_path_closes_the_file_at_end(tmp_path):
     path = tmp_path / "run.kbt"
     writer = TraceWriter(path)
     record_run(writer, every_kind_events())
-    assert writer._file.closed
+    assert descriptors_of(path) == []
     assert read_trace(path).footer["status"] == "ok"
 
 
