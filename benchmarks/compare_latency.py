@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from emulator.scenarios import decode_prefetch, flawed_prefetch  # noqa: E402
 from kbdebug.replay import Replay  # noqa: E402
 from kbdebug.ui import KbdebugApp  # noqa: E402
-from kbdebug.ui.compare_app import CompareApp  # noqa: E402
+from kbdebug.ui.compare.app import CompareApp  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "_out"
 TRACES = {

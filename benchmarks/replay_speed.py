@@ -343,7 +343,7 @@ sys.path.insert(0, {root!r})
 start = time.perf_counter()
 from kbdebug.commands.replay import make_app  # what `kbdebug TRACE` runs
 app = make_app({path!r})
-from kbdebug.ui.futures_table import FuturesTable
+from kbdebug.ui.panes.futures_table import FuturesTable
 
 def hwm():
     return int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])

@@ -14,10 +14,10 @@ from test_compare import KERNELS, edited_runs, line_of  # noqa: F401 - a shared 
 from textual.worker import WorkerCancelled
 
 from kbdebug.replay import Replay
-from kbdebug.ui.compare_app import CompareApp
-from kbdebug.ui.compare_findings import FindingGroupsView
-from kbdebug.ui.compare_header import CompareHeader
-from kbdebug.ui.compare_source import CompareSource, aligned_rows
+from kbdebug.ui.compare.app import CompareApp
+from kbdebug.ui.compare.findings import FindingGroupsView
+from kbdebug.ui.compare.header import CompareHeader
+from kbdebug.ui.compare.source import CompareSource, aligned_rows
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbdebug.replay import Replay
-from kbdebug.ui.compare_app import CompareApp
+from kbdebug.ui.compare.app import CompareApp
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 

@@ -10,17 +10,17 @@ from textual.command import CommandList, CommandPalette
 from emulator.trace.schema import Kind
 from kbdebug.replay import SourceLine, StalledWait
 from kbdebug.ui import KbdebugApp
-from kbdebug.ui.breakpoint_dialog import BreakpointDialog
-from kbdebug.ui.events_view import EventsView
-from kbdebug.ui.findings_view import FindingsView
-from kbdebug.ui.futures_table import FuturesTable
-from kbdebug.ui.header import StatusHeader
-from kbdebug.ui.help_screen import HelpScreen
-from kbdebug.ui.lanes import future_span
-from kbdebug.ui.loading import LoadingPanel
-from kbdebug.ui.prompt import PromptScreen
-from kbdebug.ui.source_view import SourceView
-from kbdebug.ui.timeline import Timeline
+from kbdebug.ui.app.header import StatusHeader
+from kbdebug.ui.app.loading import LoadingPanel
+from kbdebug.ui.panes.events_view import EventsView
+from kbdebug.ui.panes.findings_view import FindingsView
+from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.lanes import future_span
+from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.timeline import Timeline
+from kbdebug.ui.screens.breakpoint_dialog import BreakpointDialog
+from kbdebug.ui.screens.help_screen import HelpScreen
+from kbdebug.ui.screens.prompt import PromptScreen
 
 SIZE = (160, 48)
 

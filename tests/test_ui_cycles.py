@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbdebug.ui import lanes as L
-from kbdebug.ui.cycles import count, cycle_dtype, narrow
+from kbdebug.ui.panes import lanes as L
+from kbdebug.ui.panes.cycles import count, cycle_dtype, narrow
 
 BIG = 1 << 40  # past int32: the int64 path
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from test_ui_traces import fresh
 
 from emulator.trace.schema import Kind
-from kbdebug.ui import lanes as L
+from kbdebug.ui.panes import lanes as L
 
 
 @st.composite

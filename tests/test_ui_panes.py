@@ -11,13 +11,13 @@ from textual.content import Content
 from kbdebug.analysis import pe_bounds
 from kbdebug.replay import SourceLine
 from kbdebug.ui import KbdebugApp
-from kbdebug.ui.events_view import EventsView
-from kbdebug.ui.findings_view import FindingsView
-from kbdebug.ui.futures_table import FuturesTable
-from kbdebug.ui.help_screen import HelpScreen
-from kbdebug.ui.keybar import KeyBar
-from kbdebug.ui.source_view import SourceView
-from kbdebug.ui.timeline import LEGENDS, Timeline
+from kbdebug.ui.app.keybar import KeyBar
+from kbdebug.ui.panes.events_view import EventsView
+from kbdebug.ui.panes.findings_view import FindingsView
+from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.timeline import LEGENDS, Timeline
+from kbdebug.ui.screens.help_screen import HelpScreen
 
 SIZE = (160, 48)
 

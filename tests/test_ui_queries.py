@@ -7,9 +7,10 @@ import pytest
 from test_ui_traces import fresh
 
 from emulator.trace.schema import Kind
+from kbdebug.analysis.summary import stall_by_pe_line
 from kbdebug.replay import Cycle, EventKind, FindingHit, FuturePhase, SourceLine, StalledWait
 from kbdebug.ui import queries as Q
-from kbdebug.ui.bpspec import parse_breakpoint
+from kbdebug.ui.screens.bpspec import parse_breakpoint
 
 
 def test_next_event_moves_past_the_current_event_both_ways():
@@ -31,9 +32,9 @@ def test_tl_calls_are_the_issues_and_wait_begins_of_each_pe():
         assert set(c.pe[events].tolist()) == {pe}
 
 
-def test_stall_by_line_adds_up_every_stalled_cycle():
+def test_the_source_gutters_stall_by_line_adds_up_every_stalled_cycle():
     replay = fresh("flawed_prefetch")
-    stalls = Q.stall_by_line(replay)
+    stalls = stall_by_pe_line(replay.index)
     assert sum(stalls[0].values()) == int(replay.index.futures.stall.sum())
     assert all(file.endswith("attention.py") for file, _ in stalls[0])
 

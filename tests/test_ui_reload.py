@@ -11,7 +11,7 @@ from test_ui_traces import trace
 
 from kbdebug.replay import Replay
 from kbdebug.ui import KbdebugApp
-from kbdebug.ui.reloading import OutputTail, rerun_argv
+from kbdebug.ui.app.reloading import OutputTail, rerun_argv
 
 SIZE = (120, 36)
 

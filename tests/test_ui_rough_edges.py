@@ -12,12 +12,12 @@ from textual.widgets import Label, OptionList
 from kbdebug.analysis import Analysis
 from kbdebug.replay import SourceLine, StalledWait
 from kbdebug.ui import KbdebugApp
-from kbdebug.ui.breakpoint_dialog import BreakpointDialog
-from kbdebug.ui.futures_table import FuturesTable
+from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.styles import component_style
+from kbdebug.ui.panes.timeline import tick_label
 from kbdebug.ui.queries import cycles
-from kbdebug.ui.source_view import SourceView
-from kbdebug.ui.styles import component_style
-from kbdebug.ui.timeline import tick_label
+from kbdebug.ui.screens.breakpoint_dialog import BreakpointDialog
 
 # --- keys that do nothing say why ------------------------------------------------------
 

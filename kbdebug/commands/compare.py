@@ -53,7 +53,7 @@ def open_run(path_text: str):
 
 def run(args: argparse.Namespace) -> int:
     a, b = open_run(args.a), open_run(args.b)
-    from kbdebug.ui.compare_app import CompareApp
+    from kbdebug.ui.compare.app import CompareApp
 
     app = CompareApp(a, b)
     app.run()

@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from kbdebug.replay import Breakpoint, Replay
 from kbdebug.safe_text import escape
-from kbdebug.ui.bpspec import SYNTAX, parse_breakpoint
+from kbdebug.ui.screens.bpspec import SYNTAX, parse_breakpoint
 
 
 class BreakpointDialog(ModalScreen[bool]):

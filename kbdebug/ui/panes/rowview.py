@@ -16,7 +16,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from kbdebug.safe_text import escape
-from kbdebug.ui.styles import component_style
+from kbdebug.ui.panes.styles import component_style
 
 #: Characters of one segment of a row kept (a row is a line of the screen).
 ROW_TEXT_LIMIT = 1000

@@ -12,9 +12,9 @@ from kbdebug.analysis.summary import stall_by_pe_line
 from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
 from kbdebug.ui.messages import LineChosen
+from kbdebug.ui.panes.rowview import RowView
+from kbdebug.ui.panes.source_view import MAX_SOURCE_LINES, _highlighted
 from kbdebug.ui.queries import cycles
-from kbdebug.ui.rowview import RowView
-from kbdebug.ui.source_view import MAX_SOURCE_LINES, _highlighted
 
 #: (A's line, B's line) of one screen row; None where that run has no such line.
 AlignedRow = tuple[int | None, int | None]

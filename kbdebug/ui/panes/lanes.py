@@ -13,7 +13,7 @@ import numpy as np
 
 from emulator.trace.schema import Kind
 from kbdebug.replay import Replay
-from kbdebug.ui.cycles import count, cycle_dtype, gather, narrow
+from kbdebug.ui.panes.cycles import count, cycle_dtype, gather, narrow
 
 #: Cell codes a lane can show in a column (FULL: the selected future's transfer).
 IDLE, LIGHT, MEDIUM, HEAVY, FULL = range(5)
@@ -42,7 +42,7 @@ class Intervals:
         if len(starts) > 1 and not (starts[1:] >= starts[:-1]).all():
             order = np.argsort(starts, kind="stable")
             starts, ends, ids = starts[order], ends[order], ids[order]
-        # Cycles as narrow integers (see kbdebug.ui.cycles): half of float64 at 10M events.
+        # Cycles as narrow integers (see kbdebug.ui.panes.cycles): half of float64 at 10M events.
         self.starts, self.ends = narrow(starts, np.maximum(ends, starts))
         self.ids = ids
         lengths = self.ends - self.starts

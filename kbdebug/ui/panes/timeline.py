@@ -21,11 +21,11 @@ from textual.widget import Widget
 
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
-from kbdebug.ui import lanes as L
-from kbdebug.ui.keys import pane_title
+from kbdebug.ui.app.keys import pane_title
 from kbdebug.ui.messages import CycleClicked
+from kbdebug.ui.panes import lanes as L
+from kbdebug.ui.panes.styles import component_style
 from kbdebug.ui.queries import cycles
-from kbdebug.ui.styles import component_style
 
 _GLYPHS = {
     L.IDLE: " ",

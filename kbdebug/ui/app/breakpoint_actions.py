@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kbdebug.replay import FindingHit
 from kbdebug.ui import queries
-from kbdebug.ui.breakpoint_dialog import BreakpointDialog
-from kbdebug.ui.line_breakpoints import toggle_line
-from kbdebug.ui.source_view import SourceView
+from kbdebug.ui.app.line_breakpoints import toggle_line
+from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.screens.breakpoint_dialog import BreakpointDialog
 
 
 class BreakpointActions:

@@ -8,8 +8,8 @@ from textual import events
 from textual.message import Message
 
 from kbdebug.replay import Replay
-from kbdebug.ui import lanes as L
-from kbdebug.ui.timeline import Timeline
+from kbdebug.ui.panes import lanes as L
+from kbdebug.ui.panes.timeline import Timeline
 
 
 @dataclass

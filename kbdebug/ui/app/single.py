@@ -22,17 +22,15 @@ from kbdebug.replay import Replay, StalledWait
 from kbdebug.replay.opening import Opening
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
-from kbdebug.ui.app_breakpoints import BreakpointActions
-from kbdebug.ui.app_panes import PaneActions, tab_label
-from kbdebug.ui.app_reload import ReloadActions
-from kbdebug.ui.events_view import EventsView
-from kbdebug.ui.findings_view import FindingsView
-from kbdebug.ui.futures_table import FuturesTable
-from kbdebug.ui.header import StatusHeader
-from kbdebug.ui.keybar import KeyBar
-from kbdebug.ui.keys import DEBUGGER_ACTIONS, KEY_ACTIONS, KEYS
-from kbdebug.ui.lanes import TimelineData, build_timeline, future_span
-from kbdebug.ui.loading import LoadingPanel
+from kbdebug.ui.app.breakpoint_actions import BreakpointActions
+from kbdebug.ui.app.header import StatusHeader
+from kbdebug.ui.app.keybar import KeyBar
+from kbdebug.ui.app.keys import DEBUGGER_ACTIONS, KEY_ACTIONS, KEYS
+from kbdebug.ui.app.loading import LoadingPanel
+from kbdebug.ui.app.palette import DebuggerCommands
+from kbdebug.ui.app.pane_actions import PaneActions, tab_label
+from kbdebug.ui.app.reload_actions import ReloadActions
+from kbdebug.ui.app.reloading import file_stamp
 from kbdebug.ui.messages import (
     CycleClicked,
     FindingChosen,
@@ -45,12 +43,14 @@ from kbdebug.ui.messages import (
     TraceLoaded,
     TraceLoadFailed,
 )
-from kbdebug.ui.palette import DebuggerCommands
-from kbdebug.ui.prompt import PromptScreen
-from kbdebug.ui.reloading import file_stamp
-from kbdebug.ui.rowview import RowView
-from kbdebug.ui.source_view import SourceView
-from kbdebug.ui.timeline import Timeline
+from kbdebug.ui.panes.events_view import EventsView
+from kbdebug.ui.panes.findings_view import FindingsView
+from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.lanes import TimelineData, build_timeline, future_span
+from kbdebug.ui.panes.rowview import RowView
+from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.timeline import Timeline
+from kbdebug.ui.screens.prompt import PromptScreen
 
 #: Terminal width from which the futures table gets most of the middle row.
 WIDE_COLUMNS = 140

@@ -13,10 +13,10 @@ from textual.strip import Strip
 from kbdebug.analysis.summary import stall_by_pe_line
 from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
-from kbdebug.ui.keys import pane_title
+from kbdebug.ui.app.keys import pane_title
 from kbdebug.ui.messages import LineChosen
+from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.queries import cycles, kernel_def
-from kbdebug.ui.rowview import RowView
 
 #: Columns ←/→ scroll the code by.
 SCROLL_COLUMNS = 8

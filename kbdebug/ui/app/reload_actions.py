@@ -10,9 +10,9 @@ from textual import work
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
+from kbdebug.ui.app.reloading import OutputTail, Place, command_text, file_stamp, rerun_argv
 from kbdebug.ui.messages import ReloadFailed, RerunProgressed, TraceReloaded
-from kbdebug.ui.reloading import OutputTail, Place, command_text, file_stamp, rerun_argv
-from kbdebug.ui.timeline import Timeline
+from kbdebug.ui.panes.timeline import Timeline
 
 
 class ReloadActions:

@@ -7,14 +7,14 @@ from textual.content import Content
 from textual.widgets import TabbedContent
 
 from kbdebug.analysis.findings import Finding
-from kbdebug.ui.events_view import EventsView
-from kbdebug.ui.findings_view import FindingsView
-from kbdebug.ui.futures_table import FuturesTable
-from kbdebug.ui.help_screen import HelpScreen
-from kbdebug.ui.keys import DEBUGGER_ACTIONS, KEYS, PANES, Pane, pane_title
-from kbdebug.ui.rowview import RowView
-from kbdebug.ui.source_view import SourceView
-from kbdebug.ui.timeline import Timeline
+from kbdebug.ui.app.keys import DEBUGGER_ACTIONS, KEYS, PANES, Pane, pane_title
+from kbdebug.ui.panes.events_view import EventsView
+from kbdebug.ui.panes.findings_view import FindingsView
+from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.rowview import RowView
+from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.timeline import Timeline
+from kbdebug.ui.screens.help_screen import HelpScreen
 
 
 class PaneActions:

@@ -18,18 +18,18 @@ from kbdebug.analysis.compare import Change, Comparison, FindingGroups
 from kbdebug.replay import Replay, StalledWait
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
-from kbdebug.ui.breakpoint_dialog import BreakpointDialog
-from kbdebug.ui.compare_findings import FindingGroupsView, RunFindingChosen
-from kbdebug.ui.compare_futures import FuturePair
-from kbdebug.ui.compare_header import CompareHeader
-from kbdebug.ui.compare_help import CompareHelp
-from kbdebug.ui.compare_layout import CSS, KEYS, NARROW_COLUMNS
-from kbdebug.ui.compare_source import CompareSource
-from kbdebug.ui.compare_timeline import RunCycleClicked, SharedTimeline
-from kbdebug.ui.lanes import build_timeline
-from kbdebug.ui.line_breakpoints import toggle_line
-from kbdebug.ui.loading import LoadingPanel
+from kbdebug.ui.app.line_breakpoints import toggle_line
+from kbdebug.ui.app.loading import LoadingPanel
+from kbdebug.ui.compare.findings import FindingGroupsView, RunFindingChosen
+from kbdebug.ui.compare.futures import FuturePair
+from kbdebug.ui.compare.header import CompareHeader
+from kbdebug.ui.compare.help import CompareHelp
+from kbdebug.ui.compare.layout import CSS, KEYS, NARROW_COLUMNS
+from kbdebug.ui.compare.source import CompareSource
+from kbdebug.ui.compare.timeline import RunCycleClicked, SharedTimeline
 from kbdebug.ui.messages import LineChosen, LoadProgressed, TraceLoadFailed
+from kbdebug.ui.panes.lanes import build_timeline
+from kbdebug.ui.screens.breakpoint_dialog import BreakpointDialog
 
 
 @dataclass

@@ -8,8 +8,8 @@ from textual.app import App
 from textual.screen import Screen
 from textual.widget import Widget
 
-from kbdebug.ui.keys import PINNED
-from kbdebug.ui.styles import component_style
+from kbdebug.ui.app.keys import PINNED
+from kbdebug.ui.panes.styles import component_style
 
 #: Gap between two keys.
 _GAP = "  "

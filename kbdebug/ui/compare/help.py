@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from kbdebug.ui.help_screen import HelpScreen
+from kbdebug.ui.screens.help_screen import HelpScreen
 
 INTRO = (
     "Run A (before) and run B (after) on one time axis at one scale, A's lanes above B's. "

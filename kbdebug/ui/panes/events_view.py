@@ -13,7 +13,7 @@ from textual.reactive import reactive
 from emulator.trace.schema import Kind
 from kbdebug.replay import Replay
 from kbdebug.ui.messages import SeekRequested
-from kbdebug.ui.rowview import RowView
+from kbdebug.ui.panes.rowview import RowView
 
 _PATH = re.compile(r" at (?:[^ ]*/)?([^ /]+:\d+)$")
 _CACHE_LIMIT = 4096

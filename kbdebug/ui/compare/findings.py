@@ -12,8 +12,8 @@ from textual.strip import Strip
 
 from kbdebug.analysis.compare import FindingGroups
 from kbdebug.analysis.findings import Finding
+from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.queries import cycles, short_loc
-from kbdebug.ui.rowview import RowView
 
 
 @dataclass

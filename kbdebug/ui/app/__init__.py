@@ -1,0 +1,2 @@
+"""The one app: its keys, palette, key bar, help, loading, stepping and breakpoints, and
+its single-run mode."""

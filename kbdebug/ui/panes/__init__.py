@@ -1,0 +1,1 @@
+"""The panes both modes show: timeline, source, futures, events and findings."""
