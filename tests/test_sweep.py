@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import multiprocessing
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ USER_KERNELS = textwrap.dedent(
     from emulator import HardwareConfig, Memory
     from emulator.scenarios import Scenario
 
-    def launch(mode="ok", n=3, log=None):
+    def launch(mode="ok", n=3, log=None, ready=-1):
         if log:
             with open(log, "a") as f:
                 f.write(f"{os.getpid()}\\n")
@@ -47,6 +48,9 @@ USER_KERNELS = textwrap.dedent(
         def kernel(tl, p):
             for _ in range(n):
                 tl.wait(tl.load_async(p, (4, 4), "f32"))
+            if mode == "hang":
+                os.write(ready, b"x")  # running, its trace open: the test may stop it now
+                signal.pause()  # until the sweep cancels it
             if mode == "raise":
                 raise ValueError("bad \\x1b[31mred\\x1b[0m value")
             if mode == "crash":
@@ -365,26 +369,69 @@ def test_a_worker_process_runs_a_bounded_number_of_points(user_file, tmp_path):
 # --- Ctrl+C -----------------------------------------------------------------------------
 
 
-def test_ctrl_c_cancels_the_rest_and_prints_what_finished(tmp_path):
+def test_ctrl_c_cancels_the_points_running_and_prints_those_finished(user_file, tmp_path):
+    """Ctrl+C once the two ok points have finished and the two others are running, their
+    traces open: exactly the two finished are rows and traces; no partial trace is left."""
     traces = tmp_path / "t"
+    ready, ready_w = os.pipe()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kbdebug", "sweep", "decode_prefetch", "--grid", "depth=1..40",
-         "--set", "n_tiles=128", "-j", "2", "-q", "--traces", str(traces)],
+        [sys.executable, "-m", "kbdebug", "sweep", f"{user_file}:launch",
+         "--grid", "mode='ok','hang'", "--grid", "n=1,2", "--set", f"ready={ready_w}",
+         "-j", "2", "-q", "--traces", str(traces)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        start_new_session=True,
+        start_new_session=True, pass_fds=(ready_w,),
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not list(traces.glob("*.kbt")):
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl+C: the whole group
-    out, err = proc.communicate(timeout=30)
+    os.close(ready_w)
+    try:
+        # Workers take a point once the parent has the row of their last: both hanging
+        # points running means both ok rows are in. b"" (every writer gone): the sweep died.
+        assert os.read(ready, 1) + os.read(ready, 1) == b"xx", proc.communicate(timeout=30)
+        assert len(list(traces.glob("*.partial-*"))) == 2  # the running points' traces
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl+C: the whole group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(ready)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    finished = int(err.split("interrupted: ")[1].split(" of")[0])
-    assert 1 <= finished < 40 and "of 40 points finished" in err
-    rows = [line for line in out.splitlines() if re.match(r"[*d]*\s+\d+\s", line)]
-    assert len(rows) == finished
-    kept = sorted(traces.iterdir())
-    assert len(kept) == finished and all(p.suffix == ".kbt" for p in kept)  # no partials
+    assert "interrupted: 2 of 4 points finished (listed above)" in err
+    rows = [line for line in out.splitlines() if re.match(r"[*d]*\s+'?ok'?\s+\d\s", line)]
+    assert len(rows) == 2, out
+    kept = sorted(p.name for p in traces.iterdir())
+    assert kept == ["my_kernels.launch.mode=ok.n=1.kbt", "my_kernels.launch.mode=ok.n=2.kbt"]
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # no worker left behind
+
+
+def test_a_killed_point_leaves_no_partial_trace(user_file, tmp_path, monkeypatch, capsys):
+    """A worker killed mid-point cannot remove its partial trace: the sweep does."""
+    traces, scratch = tmp_path / "t", tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where unkept traces are written
+    status, out, _ = sweep(
+        capsys, f"{user_file}:launch", "--grid", "mode='ok','crash'", "--traces", str(traces)
+    )
+    assert status == 0 and "crashed" in out
+    assert sorted(p.name for p in traces.iterdir()) == ["my_kernels.launch.mode=ok.kbt"]
+    status, out, _ = sweep(capsys, f"{user_file}:launch", "--grid", "mode='crash','ok'", "-j", "1")
+    assert status == 0 and "crashed" in out
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_worker_stopped_as_it_starts_runs_no_point(user_file, tmp_path):
+    """SIGTERM between the fork and the worker's own handlers stops it, not its point: it
+    once reached the parent's StopRequest handler (forked with it), which only takes note."""
+    from kbdebug.sweep.local import _Worker
+    from kbdebug.sweep.stop import StopRequest
+
+    log = tmp_path / "pids"
+    task = PointTask(0, f"{user_file}:launch", (("log", str(log)),), (), None)
+    with StopRequest().installed():
+        worker = _Worker(multiprocessing.get_context("fork"), 1)  # forked with our handlers
+        worker.give(task)
+        worker.process.terminate()  # long before the new process has its own handlers
+        row, lives = worker.collect()
+    assert row.outcome == "crashed" and not lives
+    assert not log.exists()

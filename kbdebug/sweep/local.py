@@ -105,9 +105,12 @@ class _Worker:
         self.task: PointTask | None = None
 
     def give(self, task: PointTask) -> None:
-        self.conn.send(task)
         self.task = task
         self.left -= 1
+        try:
+            self.conn.send(task)
+        except OSError:
+            pass  # it died already: collect() reads the EOF and makes the crashed row
 
     def collect(self) -> tuple[Row, bool]:
         """The row of the point it ran (a "crashed" row if it died); whether it lives on."""
