@@ -49,7 +49,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+#: Set in a worker once SIGTERM cancelled its point: whatever the point made of the
+#: Cancelled raised in it (an error in the writer it interrupted), it sends no row.
+_cancelled = False
+
+
 def _cancel(signum: int, frame: object) -> None:
+    global _cancelled
+    _cancelled = True
     raise Cancelled()
 
 
@@ -80,7 +87,10 @@ def _worker(conn: Connection, limit: int) -> None:
             task = conn.recv()
             if task is None:
                 break
-            conn.send(run_point(task, finishing=_uncancellable))
+            row = run_point(task, finishing=_uncancellable)
+            if _cancelled:
+                break
+            conn.send(row)
     except (Cancelled, EOFError, OSError):
         pass
     finally:
