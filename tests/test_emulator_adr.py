@@ -8,6 +8,7 @@ and completes 100 later: 228 cycles from its request, 232 from its issue. A
 from __future__ import annotations
 
 import numpy as np
+from _shared_fuzz import cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -103,7 +104,7 @@ def test_wait_of_load_async_returns_the_same_bytes_as_blocking_load():
     assert np.array_equal(got["async"].view(np.uint16), data.view(np.uint16))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=cases(30), deadline=None)
 @given(
     dtype=st.sampled_from(["f16", "f32", "i8", "i32", "u8"]),
     rows=st.integers(1, 8),

@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+from _shared_fuzz import cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,7 +69,7 @@ def test_recorded_order_gives_the_same_length_either_way(programs):
         assert prog.simulate(range(len(prog))) == step_by_step(prog, range(len(prog)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=cases(60), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), moves=st.integers(1, 40), drop=st.booleans())
 def test_any_order_gives_the_same_length_either_way(programs, seed, moves, drop):
     # Orders like a finding's fix: the recorded one with some steps moved (and dropped).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from _shared_fuzz import cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_naive import RUNS, naive_states, write_trace
@@ -92,7 +93,7 @@ def test_random_seek_sequences_equal_naive_replay(traces, name):
     replay = Replay.open(path)
     n = replay.n_events
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=cases(60), deadline=None)
     @given(st.lists(st.integers(min_value=-20, max_value=n + 20), min_size=1, max_size=40))
     def check(positions):
         for position in positions:
@@ -109,7 +110,7 @@ def test_random_step_sequences_equal_naive_replay(traces, name):
     replay = Replay.open(path)
     n = replay.n_events
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=cases(60), deadline=None)
     @given(
         st.integers(min_value=0, max_value=n),
         st.lists(st.integers(min_value=-600, max_value=600), min_size=1, max_size=30),

@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from _shared_fuzz import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_synth import decode_like_events, record_run
@@ -113,7 +114,9 @@ def test_short_reads_and_a_file_that_shrank_read_alike_on_two_threads(monkeypatc
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=cases(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     at=st.integers(min_value=len(DECODE) // 8, max_value=len(DECODE) - 1),

@@ -17,6 +17,7 @@ import _bulk_reference as reference
 import msgpack
 import numpy as np
 import pytest
+from _shared_fuzz import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_synth import decode_like_events, record_run
@@ -188,7 +189,7 @@ records = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=cases(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records, st.integers(0, 2**16))
 def test_generated_records_scan_alike(objects, cut):
     data = b"".join(msgpack.packb(obj) for obj in objects)

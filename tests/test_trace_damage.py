@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import msgpack
+from _shared_fuzz import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_synth import decode_like_events, every_kind_events, record_run
@@ -107,7 +108,7 @@ mutation = st.tuples(
 )
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=cases(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutations=st.lists(mutation, min_size=1, max_size=4), cut=st.integers(0, len(SMALL)))
 def test_corrupted_trace_raises_only_trace_format_error(mutations, cut):
     data = bytearray(SMALL[:cut] if cut else SMALL)

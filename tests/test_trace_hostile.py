@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from _shared_fuzz import cases
 from trace_synth import every_kind_events, record_run
 
 from emulator.trace.writer import TraceWriter
@@ -20,8 +21,9 @@ from kbdebug.safe_text import escape
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Cases per seeded batch, each batch run in one subprocess under the limits below.
-CASES_PER_BATCH = 300
-BATCHES = 4
+CASES_PER_BATCH = 150
+#: Seeded batches: 4 in CI, more with KBDEBUG_FUZZ_SCALE (see _shared_fuzz).
+BATCHES = cases(4)
 #: Address space of a batch's process: imports take some 600 MB of it, a trace sized
 #: by a hostile id (5e7 ids: 15 GB) would not fit.
 MEMORY_LIMIT = 2 << 30
@@ -119,7 +121,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 from emulator.trace.errors import TraceFormatError
 from kbdebug.replay import Replay
-from kbdebug.replay.summary import futures_table, summarize
+from kbdebug.analysis.summary import futures_table, summarize
 counts = {{"ok": 0, "refused": 0}}
 bad = []
 for path in sys.argv[1:]:
@@ -264,7 +266,7 @@ def test_op_counts_compare_strings_by_text_not_by_id(tmp_path):
     footer["events"] += 1
     path = tmp_path / "twice.kbt"
     path.write_bytes(pack([*objs, footer]))
+    from kbdebug.analysis.summary import summarize
     from kbdebug.replay import Replay
-    from kbdebug.replay.summary import summarize
 
     assert summarize(Replay.open(path)).counts["dma_read_count"] == 2

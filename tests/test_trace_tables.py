@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from _shared_fuzz import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_synth import (
@@ -211,7 +212,7 @@ mutation = st.tuples(
 )
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=cases(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     mutations=st.lists(mutation, min_size=1, max_size=4),
     cut=st.integers(0, len(DECODE)),

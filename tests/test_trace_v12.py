@@ -8,6 +8,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from _shared_fuzz import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_trace_tables import outcome, same_as_read_trace
@@ -370,7 +371,7 @@ _mutation = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=cases(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     mutations=st.lists(_mutation, min_size=1, max_size=3),
     cut=st.integers(0, len(FUZZ_BASE)),
