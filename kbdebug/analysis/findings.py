@@ -375,9 +375,13 @@ class _Diagnosis(StreamEdits):
         def stalled(x: tuple[_Group, int]) -> int:
             return sum(self.avoidable.get(c, 0) for c in x[0].cmds)
 
-        rest = sorted(streams, key=lambda x: (-x[1], -stalled(x)))
+        # A fix that loses time alone gains no less than one that changes nothing: the
+        # lead is the best gain, the most avoidable stall among equals (else a load that
+        # never stalled avoidably, gaining 0, leads two streams that each lose alone and
+        # only pay together, and keeps them out).
+        rest = sorted(streams, key=lambda x: (-max(x[1], 0), -stalled(x)))
         team = [rest.pop(0)]
-        joint = team[0][1]
+        joint = max(team[0][1], 0)
         for item in sorted(rest, key=lambda x: -stalled(x)):
             # Of another rule, only a stream of the same loop (as many loads) joins.
             lead = team[0][0]
