@@ -76,7 +76,7 @@ def test_text_report_of_a_clean_pipeline_says_no_findings(traces, capsys):
 def test_json_report_matches_the_run_result(traces, capsys):
     result, path = traces["decode_blocking"]
     doc = report_json(capsys, path)
-    assert doc["schema"] == "kbdebug.report/3"
+    assert doc["schema"] == "kbdebug.report/4"
     assert doc["status"] == "ok" and doc["error"] is None
     assert doc["kernel"] == "decode_blocking" and doc["grid"] == [1]
     assert doc["end_time"] == result.end_time

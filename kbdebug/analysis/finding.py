@@ -65,6 +65,11 @@ class Finding:
     call_loc: SourceLoc | None = None
     #: ``RULE:FILE:LINE[:peN]``: the line-based form, for humans and older selectors.
     line_id: str = ""
+    #: The PEs where it holds, sorted (one finding for a line's bug on every PE:
+    #: :mod:`kbdebug.analysis.across_pes`); empty for one PE's own finding (``pe``).
+    pes: tuple[int, ...] = ()
+    #: Each PE's own gain, in ``pes`` order (``pe_saving`` is their median).
+    pe_savings: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from kbdebug.analysis.across_pes import group_across_pes
 from kbdebug.analysis.findings import find_all
 from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficiency
@@ -60,10 +61,12 @@ class Analysis:
 
     @property
     def findings(self) -> list[Finding]:
-        """Every finding, with its edit-proof id, ordered by first event."""
+        """Every finding, one per bug across PEs, with its edit-proof id, by first event."""
         return self._once(
             "_findings",
-            lambda: with_stable_ids(self.replay.index, find_all(self.replay, self.model)),
+            lambda: group_across_pes(
+                with_stable_ids(self.replay.index, find_all(self.replay, self.model))
+            ),
         )
 
     @property

@@ -9,9 +9,13 @@ Selectors (``kbdebug report --fail-on``, comma lists or repeated):
 ``KB102:FILE::FUNCTION::TEXT#N`` (the edit-proof id, :mod:`kbdebug.analysis.identity`)
     that call site; quote it in a shell (``--fail-on 'KB102:qk.py::decode::tl.wait(kf)#0'``);
 ``KB102:FILE:LINE`` (the line form, still accepted and printed for humans)
-    that line, until an edit moves it.
+    that line, until an edit moves it;
+``'KB107 pipeline.py:54 ← attention.py:113'`` (the short id the report and app show;
+``<-`` for the arrow; without ``← CALLER``, that helper line from every caller)
+    that site, until an edit moves its line.
 
-An id without its ``:peN`` suffix selects the site on every PE; ``:pe0`` is PE 0.
+An id without its ``:peN`` suffix selects the site on every PE; ``:pe0`` is PE 0. A
+finding held on many PEs is picked by ``:peN`` for each PE N where it holds.
 
 A run that did not complete (kernel error, deadlock, interrupted, a trace cut off
 without its footer, no events) has numbers and findings that cover only what ran,
@@ -37,6 +41,10 @@ __all__ = ["incomplete", "matches", "parse_selectors", "savings_by_pe", "share_o
 
 _RULE = re.compile(r"[Kk][Bb]\d+")
 _PE_SUFFIX = re.compile(r":pe(\d+)$")
+#: A short id as typed: ``KB107 pipeline.py:54``, then ``← attention.py:113`` or ``<-``.
+_SHORT = re.compile(
+    r"(?P<rule>[Kk][Bb]\d+)\s+(?P<where>[^\s:]+:\d+)(?:\s*(?:←|<-)\s*(?P<caller>[^\s:]+:\d+))?"
+)
 _OPEN, _CLOSE = "([{", ")]}"
 
 
@@ -47,10 +55,15 @@ def _rules() -> dict[str, str]:
 
 
 def _normal(selector: str) -> str:
-    """The selector with its rule code upper case and ``any`` lower case."""
+    """The selector with its rule code upper case, ``any`` lower case and a short id's
+    spacing and arrow made one."""
     selector = selector.strip()
     if selector.lower() == "any":
         return "any"
+    short = _SHORT.fullmatch(selector)
+    if short:
+        caller = f" ← {short['caller']}" if short["caller"] else ""
+        return f"{short['rule'].upper()} {short['where']}{caller}"
     rule, sep, rest = selector.partition(":")
     return (rule.upper() if _RULE.fullmatch(rule) else rule) + sep + rest
 
@@ -90,37 +103,42 @@ def parse_selectors(values: Iterable[str]) -> list[str]:
                 out.append(selector)
                 continue
             rule, sep, rest = selector.partition(":")
+            short = _SHORT.fullmatch(selector)
+            if short and short["rule"].upper() in rules:
+                out.append(selector)
+                continue
             if rule not in rules or (sep and not rest):
                 raise ValueError(
                     f"bad selector {part.strip()!r}: expected 'any', a rule code "
                     f"({', '.join(rules)}), a finding id such as "
-                    f"'KB102:kernel.py::decode::tl.wait(f)#0', or RULE:FILE:LINE"
+                    f"'KB102:kernel.py::decode::tl.wait(f)#0', RULE:FILE:LINE, or a short "
+                    f"id such as 'KB107 pipeline.py:54 <- attention.py:113'"
                 )
             out.append(selector)
     return out
 
 
-def _forms(finding_id: str, pe: int) -> tuple[set[str], str]:
-    """The exact forms of an id (with and without ``:peN`` as it applies) and its base."""
-    base = _PE_SUFFIX.sub("", finding_id) if pe else finding_id
-    return {finding_id, f"{base}:pe{pe}"}, base
-
-
 def matches(finding: Finding, selector: str) -> bool:
-    """Whether ``selector`` picks ``finding``: ``any``, a rule code, an id or a line id.
+    """Whether ``selector`` picks ``finding``: ``any``, a rule code, an id, a line id or
+    a short id. The one test the gate, ``diff`` and the app use.
 
-    Rule codes match in any case; an id without ``:peN`` picks that site on every PE.
+    Rule codes match in any case; an id without ``:peN`` picks that site on every PE,
+    one with ``:peN`` a finding that holds on PE N.
     """
+    from kbdebug.analysis.across_pes import short_id
+
     selector = _normal(selector)
-    if selector == "any":
+    if selector in ("any", finding.rule):
         return True
-    if selector == finding.rule:
-        return True
+    if _SHORT.fullmatch(selector):
+        mine = short_id(finding)
+        return selector == mine or (" ← " not in selector and mine.startswith(selector + " ←"))
+    pes = finding.pes or (finding.pe,)
     for form in (finding.id, finding.line_id):
         if not form:
             continue
-        exact, base = _forms(form, finding.pe)
-        if selector in exact or selector == base:
+        base = _PE_SUFFIX.sub("", form) if any(pes) else form
+        if selector == base or selector in {f"{base}:pe{pe}" for pe in pes}:
             return True
     return False
 
@@ -141,7 +159,11 @@ def savings_by_pe(findings: Iterable[Finding]) -> dict[int, int]:
     launch's, with the line fixed on every PE: summed per PE it would count it twice)."""
     out: dict[int, int] = {}
     for f in findings:
-        out[f.pe] = out.get(f.pe, 0) + (f.pe_saving or f.saving)
+        if f.pes and f.pe_savings:
+            for pe, gain in zip(f.pes, f.pe_savings, strict=True):
+                out[pe] = out.get(pe, 0) + gain
+        else:
+            out[f.pe] = out.get(f.pe, 0) + (f.pe_saving or f.saving)
     return out
 
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
+from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.compare import diff_replays
 from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE
 from kbdebug.analysis.run_diff import Change, RunDiff
 from kbdebug.analysis.summary import Summary
 from kbdebug.commands.report import open_trace
 from kbdebug.export.diff_json import SCHEMA, to_json
+from kbdebug.export.diff_spread import spread_busy, spread_headline
 from kbdebug.safe_text import escape
 
 #: Source lines the text lists (largest stall first); --json has them all.
@@ -57,6 +60,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("b", metavar="B", help="the trace after")
     p.add_argument("--json", action="store_true", help=f"print JSON (schema {SCHEMA})")
     p.add_argument(
+        "--per-pe",
+        action="store_true",
+        help="list every PE's efficiency and every channel's busy share (on 9 PEs or more "
+        "the text gives their median and lowest instead)",
+    )
+    p.add_argument(
         "--fail-on-regression",
         action="store_true",
         help="exit 1 when B ends later than A or adds a finding, 3 when B did not complete",
@@ -74,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(to_json(diff, args.a, args.b), indent=2) + "\n")
     else:
-        sys.stdout.write(render(diff, args.a, args.b))
+        sys.stdout.write(render(diff, args.a, args.b, per_pe=args.per_pe))
     sys.stdout.flush()
     for warning in diff.warnings if args.json else ():
         print(f"kbdebug diff: warning: {escape(warning)}", file=sys.stderr)
@@ -137,7 +146,7 @@ def _run_line(label: str, path: str, s: Summary, reason: str | None) -> str:
     return escape(f"{label}: {path}  ({kernel}, {status}, {s.n_events:,} events)")
 
 
-def render(diff: RunDiff, a_path: str, b_path: str) -> str:
+def render(diff: RunDiff, a_path: str, b_path: str, *, per_pe: bool = False) -> str:
     """The diff as text: runs, headline numbers, busy shares, findings, stalls, verdict.
 
     Every text read from a trace (paths, kernel, channel, file and function names, finding
@@ -150,17 +159,28 @@ def render(diff: RunDiff, a_path: str, b_path: str) -> str:
     ]
     lines += [f"warning: {escape(w)}" for w in diff.warnings]
     lines.append("")
-    lines += _table(["run", "A", "B", "change", ""], _rows(diff.headline))
-    if diff.busy:
-        lines += ["", *_table(["busy share", "A", "B", "change", ""], _rows(diff.busy))]
+    headline, busy = diff.headline, diff.busy
+    if not per_pe:
+        headline, busy = spread_headline(headline), spread_busy(busy)
+    n_pes = max(diff.a.n_pes, diff.b.n_pes)
+    if n_pes > 1:  # a total says what it adds up
+        headline = [
+            replace(c, name=f"{c.name} (sum of {n_pes} PEs)") if c.name == "stall cycles" else c
+            for c in headline
+        ]
+    lines += _table(["run", "A", "B", "change", ""], _rows(headline))
+    if busy:
+        lines += ["", *_table(["busy share", "A", "B", "change", ""], _rows(busy))]
 
     lines += ["", _findings_line(diff)]
     for label, findings in (("removed", diff.removed), ("added", diff.added)):
-        lines += [
-            f"  {label:<8} {escape(f.id, 512)}  {escape(f.title, 64)}"
-            + (f"  [{escape(f.line_id, 512)}]" if f.line_id and f.line_id != f.id else "")
-            for f in findings
-        ]
+        n_pes = (diff.a if label == "removed" else diff.b).n_pes
+        for f in findings:
+            lines.append(
+                f"  {label:<8} {escape(short_id(f), 512)}  {escape(f.title, 64)}"
+                + (f"  {where_text(f, n_pes)}" if n_pes > 1 else "")
+            )
+            lines.append(f"           id: {escape(f.id, 512)}")
 
     stalled = [r for r in diff.stall_by_line if r.stall.a or r.stall.b]
     if stalled:

@@ -30,7 +30,7 @@ all (``kbdebug.analysis.findings.MIN_SHARE``): below it, a fix is within what
 the first load's latency and the prologue move on short kernels, so the default
 gate counts every reported finding; raise it to gate only on larger ones.
 
-JSON: :mod:`kbdebug.export.report_json` (schema ``kbdebug.report/3``); text:
+JSON: :mod:`kbdebug.export.report_json` (schema ``kbdebug.report/4``); text:
 :mod:`kbdebug.export.report_text`; the gate: :mod:`kbdebug.analysis.gate`.
 """
 
@@ -70,6 +70,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("trace", help="a .kbt trace file")
     p.add_argument("--json", action="store_true", help=f"print JSON (schema {SCHEMA})")
+    p.add_argument(
+        "--per-pe",
+        action="store_true",
+        help="list every PE and every channel (on 9 PEs or more the tables are summarised "
+        "as min / median / max, with the PEs outside the spread named)",
+    )
     p.add_argument(
         "--fail-on",
         action="append",
@@ -119,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2))
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(args.trace, summary, futures, findings, bounds, reason))
+        text = render(args.trace, summary, futures, findings, bounds, reason, per_pe=args.per_pe)
+        sys.stdout.write(text)
     sys.stdout.flush()
     for line in gate.explain():
         print(f"kbdebug report: {line}", file=sys.stderr)

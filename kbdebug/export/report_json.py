@@ -1,12 +1,12 @@
-"""The report as a JSON document (``kbdebug report --json``), schema ``kbdebug.report/3``.
+"""The report as a JSON document (``kbdebug report --json``), schema ``kbdebug.report/4``.
 
-JSON schema ``kbdebug.report/3`` (``--json``); cycles are integers, a cycle is
+JSON schema ``kbdebug.report/4`` (``--json``); cycles are integers, a cycle is
 null when the event is not in the trace, a location is null or
 ``{"file", "line", "function"}``; strings from the trace are as recorded (JSON
 escapes them)::
 
     {
-      "schema": "kbdebug.report/3",
+      "schema": "kbdebug.report/4",
       "trace": str,                     # the path given
       "status": "ok" | "error" | "deadlock" | "interrupted" | "truncated",
       "complete": bool,                 # status ok and at least one event
@@ -32,14 +32,20 @@ escapes them)::
                    "channel" (str | null), "issued", "granted", "done",
                    "waited", "resolved" (int | null), "stall": int,
                    "loc": loc, "wait_loc": loc}],   # every future, by id
-      "findings": [{"id",               # edit-proof: RULE:FILE::FUNCTION::TEXT#N[:peN]
-                    "line_id",          # RULE:FILE:LINE[:peN]
-                    "rule", "title", "pe", "loc",
+      "findings": [{"id",               # edit-proof: RULE:FILE::FUNCTION::TEXT#N, one
+                                        # per site over every PE (no :peN)
+                    "line_id",          # RULE:FILE:LINE
+                    "short_id",         # "KB107 pipeline.py:54 ← attention.py:113"
+                    "rule", "title",
+                    "pe",               # the first PE where it holds
+                    "pes": [int],       # every PE where it holds
+                    "loc",
                     "call_loc": loc,    # the kernel line that called the helper, or null
                     "start", "end", "count",
                     "saving": int,      # cycles the launch's end moves earlier when it is
                                         # fixed (on every PE that has it), re-timed
-                    "pe_saving": int,   # cycles this PE's own kernel saves
+                    "pe_saving": int,   # the median of pe_savings
+                    "pe_savings": [int],  # each PE's own gain, in pes order
                     "also": [loc],      # other lines the same fix changes
                     "share": float,     # saving / the PE's kernel time
                     "stall", "message", "suggestion", "events": [int]}],
@@ -57,13 +63,14 @@ from dataclasses import asdict
 from typing import Any
 
 from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.across_pes import short_id
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import MIN_SAVING, Gate
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 
-SCHEMA = "kbdebug.report/3"
+SCHEMA = "kbdebug.report/4"
 
 
 def loc_json(loc: SourceLoc | None) -> dict[str, Any] | None:
@@ -80,7 +87,7 @@ def to_json(
     reason: str | None = None,
     gate: Gate | None = None,
 ) -> dict[str, Any]:
-    """The report as a ``kbdebug.report/3`` document."""
+    """The report as a ``kbdebug.report/4`` document."""
     bounds = bounds or []
     gate = gate or Gate([], MIN_SAVING, [], [], reason)
     savings = savings_by_pe(findings)
@@ -124,9 +131,11 @@ def to_json(
             {
                 "id": f.id,
                 "line_id": f.line_id,
+                "short_id": short_id(f),
                 "rule": f.rule,
                 "title": f.title,
                 "pe": f.pe,
+                "pes": list(f.pes or (f.pe,)),
                 "loc": loc_json(f.loc),
                 "call_loc": loc_json(f.call_loc or getattr(f.loc, "caller", None)),
                 "start": f.start,
@@ -134,6 +143,7 @@ def to_json(
                 "count": f.count,
                 "saving": f.saving,
                 "pe_saving": f.pe_saving,
+                "pe_savings": list(f.pe_savings or (f.pe_saving,)),
                 "also": [loc_json(x) for x in f.also],
                 "share": share_of(f, bounds),
                 "stall": f.stall,

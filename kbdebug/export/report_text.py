@@ -5,12 +5,16 @@ Every string that comes from the trace is escaped here before it reaches a termi
 
 from __future__ import annotations
 
+import os
+
 from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import one_line, percent
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
+from kbdebug.export.report_spread import SPREAD_FROM, busy_spread, pe_spread
 from kbdebug.safe_text import escape
 
 #: Futures the text report lists in issue order, then the worst stalls.
@@ -46,8 +50,16 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     return out
 
 
-def _where(loc: SourceLoc | None) -> str:
-    return "?" if loc is None else escape(f"{loc.file}:{loc.line}", 512)
+def _where(loc: SourceLoc | None, caller: bool = False) -> str:
+    """``FILE:LINE``; with ``caller``, `` ← FILE:LINE`` of the kernel line that called the
+    helper holding it (one helper line called from two kernel lines is two places)."""
+    if loc is None:
+        return "?"
+    text = escape(f"{loc.file}:{loc.line}", 512)
+    up = loc.caller if caller else None
+    if up is None:
+        return text
+    return f"{text} ← {escape(f'{os.path.basename(up.file)}:{up.line}', 512)}"
 
 
 def _futures_rows(rows: list[FutureRow]) -> list[str]:
@@ -85,25 +97,33 @@ def _futures_rows(rows: list[FutureRow]) -> list[str]:
     return _table([header, *body], right={0, 2, 4, 5, 6, 7, 8, 9, 10})
 
 
-def _finding_lines(f: Finding, share: float) -> list[str]:
+def _finding_lines(f: Finding, share: float, n_pes: int) -> list[str]:
     at = f"at {_where(f.loc)}"
     if f.loc is not None and f.loc.function:
         at += f" in {escape(f.loc.function, 256)}"
     call_loc = f.call_loc or (getattr(f.loc, "caller", None) if f.loc is not None else None)
     if call_loc is not None:
         at += f", called from {_where(call_loc)}"
+    pes = f.pes or (f.pe,)
+    saving = f"est. saving {f.saving:,} cycles ({percent(share)})"
+    if len(pes) > 1:
+        low, high = min(f.pe_savings or (0,)), max(f.pe_savings or (0,))
+        each = (
+            f"{low:,} on each PE"
+            if low == high
+            else f"per PE {low:,} / {f.pe_saving:,} / {high:,} (min / median / max)"
+        )
+        saving += f" on the launch's end, the line fixed on every PE; {each}"
+    elif f.pe_saving and f.pe_saving != f.saving:
+        saving += f" with the line fixed on every PE that has it, {f.pe_saving:,} on this PE"
     lines = [
-        f"  {escape(f.id, 512)}  {escape(f.title, 64)}",
-        f"      PE{f.pe}, {f.count:,}x, est. saving {f.saving:,} cycles ({percent(share)})"
-        + (
-            f" with the line fixed on every PE that has it, {f.pe_saving:,} on this PE"
-            if f.pe_saving and f.pe_saving != f.saving
-            else ""
-        ),
-        f"      {at}" + (f"  [{escape(f.line_id, 512)}]" if f.line_id else ""),
-        *(f"      with {_where(x)}" for x in f.also),
+        f"  {escape(short_id(f), 512)}  {escape(f.title, 64)}",
+        f"      {where_text(f, n_pes)}, {f.count:,}x, {saving}",
+        f"      {at}",
+        *(f"      with {_where(x, caller=True)}" for x in f.also),
         f"      {escape(f.message)}",
         f"      fix: {escape(f.suggestion)}",
+        f"      id: {escape(f.id, 512)}" + (f"  [{escape(f.line_id, 512)}]" if f.line_id else ""),
     ]
     return lines
 
@@ -115,9 +135,15 @@ def render(
     findings: list[Finding],
     bounds: list[PEBound] | None = None,
     reason: str | None = None,
+    *,
+    per_pe: bool = False,
 ) -> str:
-    """The report as text, the status line first."""
+    """The report as text, the status line first; on many PEs the per-PE and busy tables
+    are spreads (min, median, max) unless ``per_pe``."""
     bounds = bounds or []
+    ran = len(bounds) or summary.n_pes
+    spread = ran >= SPREAD_FROM and not per_pe
+    summed = f" (summed over {ran} PEs)" if ran > 1 else ""
     lines = [_status_line(summary, reason), f"trace: {escape(str(path), 1024)}"]
     grid = "x".join(str(g) for g in summary.grid) or "?"
     lines.append(
@@ -127,9 +153,12 @@ def render(
     lines.append(f"end cycle: {summary.end_time:,}  events: {summary.n_events:,}")
     lines.append(
         f"stall cycles: {summary.stall_cycles:,}  dma_read_count: "
-        f"{summary.counts['dma_read_count']:,}"
+        f"{summary.counts['dma_read_count']:,}{summed}"
     )
-    if summary.channels:
+    if summary.channels and spread:
+        lines += ["", "busy share by channel kind, per PE (--per-pe lists every channel):"]
+        lines += _table(busy_spread(summary.channels), right=set())
+    elif summary.channels:
         lines += ["", "busy (grant to release cycles / end cycle):"]
         lines += _table(
             [
@@ -138,7 +167,14 @@ def render(
             ],
             right={1, 2},
         )
-    if bounds:
+    if bounds and spread:
+        lines += [
+            "",
+            f"per PE, over {len(bounds)} PEs: kernel time, its critical-path bound and the "
+            "findings' estimated savings (--per-pe lists each PE):",
+        ]
+        lines += _table(pe_spread(bounds, savings_by_pe(findings)), right=set())
+    elif bounds:
         savings = savings_by_pe(findings)
         lines += [
             "",
@@ -164,11 +200,12 @@ def render(
     if summary.stall_by_line:
         shown = summary.stall_by_line[:STALL_LINES]
         more = len(summary.stall_by_line) - len(shown)
-        lines += ["", "stall by wait line:" + (f" ({more} more in --json)" if more else "")]
+        title = f"stall by wait line{summed}:" + (f" ({more} more in --json)" if more else "")
+        lines += ["", title]
         lines += _table(
             [
                 [
-                    _where(s.loc),
+                    _where(s.loc, caller=True),
                     f"{s.waits:,} wait{'s' if s.waits != 1 else ''}",
                     f"{s.stall_cycles:,} cycles",
                 ]
@@ -194,5 +231,5 @@ def render(
     else:
         lines += ["", "findings: none"]
     for f in findings:
-        lines += _finding_lines(f, share_of(f, bounds))
+        lines += _finding_lines(f, share_of(f, bounds), ran)
     return "\n".join(lines) + "\n"

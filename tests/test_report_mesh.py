@@ -1,0 +1,104 @@
+"""One bug on many PEs is one finding, and the report of a mesh fits on a screen."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import kbdebug.export.report_json as report_json
+from emulator.config import HardwareConfig
+from emulator.scenarios import SCENARIOS
+from kbdebug.analysis import Analysis, find_all, matches
+from kbdebug.analysis.across_pes import short_id, where_text
+from kbdebug.cli import main
+from kbdebug.replay import Replay
+
+PES = 16
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    """Prefill with one block of rows per PE, prefetched one tile ahead of a long HBM
+    latency: the same two bugs on all 16 PEs."""
+    path = tmp_path_factory.mktemp("mesh") / "prefill16.kbt"
+    scenario = SCENARIOS["prefill"](pes=PES, depth=1, n_tiles=8)
+    scenario.config = HardwareConfig(**{**scenario.config.__dict__, "hbm_latency": 3000})
+    scenario.run(trace=path)
+    return str(path)
+
+
+def run_report(capsys, *args) -> tuple[int, str]:
+    code = main(["report", *args])
+    return code, capsys.readouterr().out
+
+
+def test_the_same_bug_on_every_pe_is_one_finding_that_says_where(mesh):
+    replay = Replay.open(mesh, cache=False)
+    per_pe = find_all(replay)
+    grouped = Analysis(replay).findings
+    rules = sorted({f.rule for f in per_pe})
+    assert sorted(f.rule for f in grouped) == rules  # one per rule and site
+    for f in grouped:
+        mine = [g for g in per_pe if g.rule == f.rule and g.loc == f.loc]
+        assert f.pes == tuple(sorted(g.pe for g in mine)) == tuple(range(PES))
+        assert sorted(f.pe_savings) == sorted(g.pe_saving for g in mine)
+        assert f.saving == max(g.saving for g in mine)
+        assert f.count == sum(g.count for g in mine)
+        assert ":pe" not in f.id and where_text(f, PES) == f"on {PES} of {PES} PEs"
+
+
+def test_a_mesh_report_fits_on_a_screen_and_says_what_totals_add_up(mesh, capsys):
+    code, text = run_report(capsys, mesh)
+    assert code == 0
+    lines = text.splitlines()
+    assert len(lines) < 150
+    assert f"(summed over {PES} PEs)" in text
+    assert text.count("prefetch-too-shallow") == 1
+    assert re.search(r"achieved\s+[\d,]+ on every PE", text)
+    assert f"on {PES} of {PES} PEs" in text
+    # --per-pe lists each PE and each channel again.
+    code, whole = run_report(capsys, mesh, "--per-pe")
+    assert code == 0
+    for pe in range(PES):
+        assert re.search(rf"^\s+PE{pe}\s+achieved", whole, re.M)
+        assert f"pe{pe}.dma_read0" in whole
+
+
+def test_short_ids_are_shown_and_select_in_fail_on(mesh, capsys):
+    replay = Replay.open(mesh, cache=False)
+    (deep,) = [f for f in Analysis(replay).findings if f.rule == "KB107"]
+    short = short_id(deep)
+    assert re.fullmatch(r"KB107 pipeline\.py:\d+ ← attention\.py:\d+", short)
+    code, text = run_report(capsys, mesh)
+    assert short in text
+    helper_line = short.split(" ← ")[0]
+    for selector in (short, short.replace("←", "<-"), helper_line, f"{deep.id}:pe3"):
+        assert matches(deep, selector), selector
+        code, _ = run_report(capsys, mesh, "--fail-on", selector)
+        assert code == 1, selector
+    assert not matches(deep, f"{deep.id}:pe{PES}")  # it holds on PEs 0..15 only
+    code, _ = run_report(capsys, mesh, "--fail-on", "KB107 pipeline.py:1")
+    assert code == 0
+
+
+def test_json_keeps_the_canonical_id_and_lists_the_pes(mesh, capsys):
+    main(["report", mesh, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "kbdebug.report/4"
+    for f in doc["findings"]:
+        assert f["pes"] == list(range(PES)) and len(f["pe_savings"]) == PES
+        assert f["short_id"].startswith(f["rule"] + " ")
+        assert f["id"].startswith(f["rule"] + ":") and ":pe" not in f["id"]
+
+
+def test_the_documented_report_schema_is_the_code_s():
+    """docs/json-schemas.md shows the schema block of kbdebug.export.report_json."""
+    from pathlib import Path
+
+    doc = report_json.__doc__
+    block = doc[doc.index("    {\n") :].rstrip()
+    block = "\n".join(line[4:] for line in block.split("\n"))
+    page = (Path(__file__).parents[1] / "docs" / "json-schemas.md").read_text()
+    assert block in page
