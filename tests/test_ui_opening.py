@@ -52,11 +52,11 @@ async def test_the_app_collects_the_opening_started_before_it(large):
     path = trace("flawed_prefetch")
     app = command.make_app(path)
     assert app.replay is None
-    started = app._opening
+    started = app.opening
     assert isinstance(started, Opening) and started.path == path
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        assert app._opening is None  # collected, not opened a second time
+        assert app.opening is None  # collected, not opened a second time
         assert app.replay is not None
         assert app.replay.n_events == started.result().n_events
         assert app.stamp == started.stamp

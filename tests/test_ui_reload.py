@@ -32,7 +32,7 @@ async def test_r_says_unchanged_then_reloads_a_changed_file_at_the_same_cycle(tm
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
         await pilot.press("w", "c", "c")
-        old, cycle = app.replay, app.replay.time
+        old, cycle, event = app.replay, app.replay.time, app.position - 1
         await pilot.press("r")
         assert app.replay is old and "unchanged" in header(app)
         # The kernel was fixed and recorded again over the same file.
@@ -41,9 +41,15 @@ async def test_r_says_unchanged_then_reloads_a_changed_file_at_the_same_cycle(tm
         await pilot.press("r")
         await settle(app, pilot)
         assert app.replay is not old
-        assert app.replay.n_events == Replay.open(trace("decode_prefetch")).n_events
-        assert "reloaded: 3,472 events, at the same event (#33, cycle 561)" in header(app)
-        assert app.replay.time == cycle == 561
+        fixed = Replay.open(trace("decode_prefetch"))
+        n_events = fixed.n_events
+        assert app.replay.n_events == n_events
+        # The fix changes nothing up to that event (the new trace has it at the same
+        # cycle): the cursor stays on it.
+        assert int(fixed.index.columns.time[event]) == cycle
+        same = f"at the same event (#{event}, cycle {cycle:,})"
+        assert f"reloaded: {n_events:,} events, {same}" in header(app)
+        assert app.position - 1 == event and app.replay.time == cycle
         assert [type(bp).__name__ for bp in app.replay.breakpoints] == ["StalledWait"]
         await pilot.press("r")
         assert "unchanged" in header(app)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from kbdebug.analysis.findings import Finding
-from kbdebug.analysis.model import PEBound
 from kbdebug.replay import Replay
 
 
@@ -66,10 +65,12 @@ class LoadProgressed(Message):
 
 
 @dataclass
-class TraceLoaded(Message):
-    """The trace is open."""
+class TracesLoaded(Message):
+    """The traces are open, in the order the app was given them."""
 
-    replay: Replay
+    replays: list[Replay]
+    #: Each file's (mtime, size) when it was read.
+    stamps: list[tuple[int, int] | None]
 
 
 @dataclass
@@ -80,15 +81,13 @@ class TraceLoadFailed(Message):
 
 
 @dataclass
-class FindingsComputed(Message):
-    """The findings are ready (or ``error`` says why not)."""
+class AnalysisComputed(Message):
+    """The findings worker is done: what the mode's analysis returned, or ``error``."""
 
-    findings: list[Finding]
-    error: str | None = None
-    #: Each PE's kernel time against its critical-path bound.
-    bounds: list[PEBound] | None = None
-    #: The replay they were computed for (a reload may have replaced it since).
-    replay: Replay | None = None
+    result: object | None
+    error: str | None
+    #: The replays it was computed for (a reload may have replaced them since).
+    replays: tuple[Replay, ...]
 
 
 @dataclass

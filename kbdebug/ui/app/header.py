@@ -13,6 +13,18 @@ from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 
 
+def status_kind(status: str) -> str:
+    """How a status line is coloured: "stopped" at a breakpoint, "error" for a refusal
+    or a problem, else "value"; a leading run name ("A: ", in compare) does not count."""
+    if status[:3] in ("A: ", "B: "):
+        status = status[3:]
+    if status.startswith("stopped"):
+        return "stopped"
+    if status.startswith(("no ", "cannot", "error", "not ")) or " not in " in status:
+        return "error"
+    return "value"
+
+
 class StatusHeader(Widget):
     """File, cycle, event i of N, focused PE and its status; then the run state."""
 
@@ -154,12 +166,7 @@ class StatusHeader(Widget):
 
     def _status(self, width: int) -> Text:
         status = self.status
-        if status.startswith("stopped"):
-            style = self.get_component_rich_style("status-header--stopped")
-        elif status.startswith(("no ", "cannot", "error", "not ")):
-            style = self.get_component_rich_style("status-header--error")
-        else:
-            style = self.get_component_rich_style("status-header--value")
+        style = self.get_component_rich_style(f"status-header--{status_kind(status)}")
         line = Text(" " + escape(status, 1000), style, no_wrap=True, overflow="ellipsis")
         line.truncate(width, overflow="ellipsis")
         return line

@@ -1,9 +1,11 @@
-"""The debugger's keys and panes: what the key bar, the help screen and the palette list."""
+"""The app's keys and panes: what the bindings, the key bar, the help and the palette list."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.app import App
+from textual.binding import Binding
 from textual.content import Content
 
 from kbdebug.safe_text import escape
@@ -64,15 +66,30 @@ KEYS = (
     Key("ctrl+p", "command_palette", "palette", "Command palette: every action by name"),
 )
 
-#: Actions that need an open trace and the main screen.
-DEBUGGER_ACTIONS = {key.action.split("(")[0] for key in KEYS} - {
-    "quit",
-    "help",
-    "command_palette",
-}
+#: Actions that work before a trace is open.
+_ALWAYS = {"quit", "help", "command_palette"}
 
-#: Our keys by key name, for explaining the ones that do nothing at the moment.
-KEY_ACTIONS = {name: key.action for key in KEYS for name in key.key.split(",")}
+
+def bindings(keys: tuple[Key, ...]) -> list[Binding]:
+    """The app's bindings for ``keys``: the key bar shows those with ``footer``."""
+    return [
+        Binding(key.key, key.action, key.short, show=key.footer, tooltip=key.long) for key in keys
+    ]
+
+
+def needs_trace(keys: tuple[Key, ...]) -> set[str]:
+    """The actions of ``keys`` that need an open trace and the main screen."""
+    return {key.action.split("(")[0] for key in keys} - _ALWAYS
+
+
+def key_actions(keys: tuple[Key, ...]) -> dict[str, str]:
+    """``keys`` by key name, for explaining the ones that do nothing at the moment."""
+    return {name: key.action for key in keys for name in key.key.split(",")}
+
+
+def key_display(app: App, key: Key) -> str:
+    """How ``app`` shows ``key`` (its first key name): ``^p``, ``?``, ``+``."""
+    return app.get_key_display(Binding(key.key.split(",")[0], key.action))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""toggle_line: b on a source line, the same in the single-run and the compare app (gdb-like)."""
+"""toggle_line: b on a source line, the same in both modes (gdb-like)."""
 
 from __future__ import annotations
 
@@ -16,18 +16,17 @@ class Toggled(NamedTuple):
     refused: bool = False
 
 
-def toggle_line(replay: Replay, file: str, line: int, where_suffix: str = "") -> Toggled:
+def toggle_line(replay: Replay, file: str, line: int) -> Toggled:
     """Remove ``replay``'s breakpoints on ``file``:``line``, or add one.
 
     As gdb does, a line that never stops moves the new breakpoint to the next line
-    that does; past the last one nothing is set. ``where_suffix`` follows each place
-    named (" in B" in the compare app).
+    that does; past the last one nothing is set.
     """
     bps = replay.breakpoints
     here = [
         b for b in bps if isinstance(b, SourceLine) and b.line == line and b.file in (None, file)
     ]
-    where = f"{queries.short_loc_of(file, line)}{where_suffix}"
+    where = queries.short_loc_of(file, line)
     if here:
         for bp in here:
             bps.remove(bp)
@@ -40,7 +39,7 @@ def toggle_line(replay: Replay, file: str, line: int, where_suffix: str = "") ->
     if found is None:
         return Toggled(False, f"no tl call at or after {where}: no breakpoint set", refused=True)
     moved, hits = found
-    new = f"{queries.short_loc_of(file, moved)}{where_suffix}"
+    new = queries.short_loc_of(file, moved)
     if any(isinstance(b, SourceLine) and b.line == moved and b.file in (None, file) for b in bps):
         return Toggled(
             False, f"no tl call on {where}: {new}, the next line with one, has a breakpoint already"

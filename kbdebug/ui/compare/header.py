@@ -12,6 +12,7 @@ from kbdebug.analysis.compare import Change
 from kbdebug.analysis.select import incomplete
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
+from kbdebug.ui.app.header import status_kind
 
 #: From this width both runs' places share the first line; below, only the focused one.
 BOTH_RUNS_COLUMNS = 120
@@ -156,10 +157,5 @@ class CompareHeader(Widget):
 
     def _status(self, width: int) -> Text:
         status = self.status
-        if status.startswith("stopped"):
-            style = self.get_component_rich_style("compare-header--stopped")
-        elif status.startswith(("no ", "cannot", "not ")) or " not in " in status:
-            style = self.get_component_rich_style("compare-header--error")
-        else:
-            style = self.get_component_rich_style("compare-header--value")
+        style = self.get_component_rich_style(f"compare-header--{status_kind(status)}")
         return Text(" " + escape(status, 1000), style)

@@ -20,13 +20,16 @@ class RunCycleClicked(Message):
     cycle: int
 
 
-class SharedTimeline(Timeline):
+class SharedTimeline(Timeline, inherit_bindings=False):
     """A Timeline whose view the compare app sets: both runs' span, both at one scale.
 
     The view may start before cycle 0 or run past this run's end: aligned at the
     current call, the other run's lanes are shifted by the difference of the two
     cursors' cycles. Panning and zooming go through the app, which moves both.
     """
+
+    # The timeline's keys but z: compare selects no future to zoom to.
+    BINDINGS = [b for b in Timeline.BINDINGS if b.action != "app.zoom_future"]
 
     def __init__(
         self,
@@ -43,6 +46,11 @@ class SharedTimeline(Timeline):
         self.shared_end = max(int(shared_end), data.end_time, 1)
         super().__init__(replay, data, id=id)
         self.view_span = float(self.shared_end + 1)
+
+    @property
+    def axis_end(self) -> int:
+        """The last cycle the axis covers: the later run's end."""
+        return self.shared_end
 
     def validate_view_span(self, span: float) -> float:
         full = float(self.shared_end + 1)

@@ -186,6 +186,11 @@ class Timeline(Widget, can_focus=True):
 
     # --- moving the view -----------------------------------------------------------------
 
+    @property
+    def axis_end(self) -> int:
+        """The last cycle the axis covers: this trace's end."""
+        return self.data.end_time
+
     def validate_view_span(self, span: float) -> float:
         full = float(max(self.data.end_time, 1) + 1)
         return min(max(float(span), float(min(self.plot_width, full)), 1.0), full)

@@ -1,4 +1,4 @@
-"""HelpScreen: every key of the debugger and what it does."""
+"""HelpScreen: the mode's introduction, every key and what it does, then each pane's own keys."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+#: The single-run mode's introduction (markup).
 INTRO = (
     "[b]kbdebug[/b] steps through a kernel's trace both ways, as gdb's single-key mode does: "
     "lower case moves forward, upper case backward. The cursor is the current event (▼ on "
@@ -27,7 +28,7 @@ INTRO = (
 
 
 class HelpScreen(ModalScreen[None]):
-    """The key list, built from the app's bindings."""
+    """The key list, built from the app's keys: the same layout in both modes."""
 
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close"),
@@ -53,23 +54,26 @@ class HelpScreen(ModalScreen[None]):
         self,
         keys: list[tuple[str, str]],
         *,
+        intro: str = INTRO,
         panes: list[tuple[str, list[tuple[str, str]]]] | None = None,
     ) -> None:
         super().__init__()
         self.keys = keys
+        #: What comes before the keys (markup: the app's own text, never a trace's).
+        self.intro = intro
         #: Per pane: its title (``[3] futures``) and its own keys.
         self.panes = panes or []
 
     def compose(self) -> ComposeResult:
         pane_keys = [key for _, keys in self.panes for key, _ in keys]
         width = max((len(key) for key in [k for k, _ in self.keys] + pane_keys), default=4) + 2
-        text = Text.from_markup(INTRO)
+        text = Text.from_markup(self.intro)
         text.append("\n")
         for key, description in self.keys:
             text.append(key.ljust(width), style="bold")
             text.append(description + "\n")
         for title, keys in self.panes:
-            text.append(f"\nPane {title}: its number focuses it; then\n", style="bold underline")
+            text.append(f"\n{title}\n", style="bold underline")
             for key, description in keys:
                 text.append(key.ljust(width), style="bold")
                 text.append(description + "\n")
