@@ -22,8 +22,10 @@ CFG = HardwareConfig(
     gemm_macs_per_cycle=1024,
     math_elems_per_cycle=64,
 )
-LOAD = 4 + 128 + 100
-GEMM = 256
+ISSUE = CFG.issue_cycles
+TRANSFER = 64 * 64 * 2 // CFG.hbm_bytes_per_cycle  # a (64, 64) f16 tile on its channel
+LOAD = ISSUE + TRANSFER + CFG.hbm_latency
+GEMM = 64 * 64 * 64 // CFG.gemm_macs_per_cycle
 A = np.eye(64, dtype=np.float32)
 B = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
 
@@ -166,7 +168,8 @@ def test_two_outstanding_load_asyncs_resolve_to_independent_tensors_in_wait_orde
     assert waits == [("WAIT_END", 1), ("WAIT_END", 0)]
     issues = [t for k, t, _pe, *f in rec.events if k is Kind.ISSUE and f[1] == "load_async"]
     completes = [t for k, t, _pe, *f in rec.events if k is Kind.COMPLETE and f[1] >= 0]
-    assert issues == [0, 4] and completes == [232, 360]
+    # The second, issued one issue later, is granted the channel when the first releases it.
+    assert issues == [0, ISSUE] and completes == [LOAD, ISSUE + 2 * TRANSFER + CFG.hbm_latency]
     assert issues[1] < completes[0]  # both in flight at once
 
 
