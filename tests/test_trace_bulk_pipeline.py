@@ -114,7 +114,7 @@ def test_short_reads_and_a_file_that_shrank_read_alike_on_two_threads(monkeypatc
 
 
 @settings(
-    max_examples=cases(40),
+    max_examples=cases(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
