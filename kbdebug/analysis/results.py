@@ -24,6 +24,10 @@ from kbdebug.analysis.summary import (
     line_stalls,
     summarize,
 )
+from kbdebug.analysis.wait_chain import WaitChain, WaitChains
+
+#: Receive waits whose chains ``report`` shows (the longest, one per wait line).
+WORST_CHAINS = 3
 
 if TYPE_CHECKING:
     from kbdebug.analysis.finding import Finding
@@ -88,6 +92,23 @@ class Analysis:
     def futures(self) -> list[FutureRow]:
         """Every future's life cycle, in id order."""
         return self._once("_futures", lambda: futures_table(self.replay))
+
+    @property
+    def wait_chains(self) -> WaitChains:
+        """Chains of this trace's waits across PEs (arrays built once, chains on demand)."""
+        return self._once("_wait_chains", lambda: WaitChains(self.replay.index))
+
+    def wait_chain(self, event: int) -> WaitChain | None:
+        """The chain of causes of the wait whose WAIT_BEGIN is ``event``: each stalled
+        receive, the send it waited for (PE, line, cycle issued) and why that was late,
+        back to the root cause; None when ``event`` is not a wait's begin."""
+        return self.wait_chains.chain(event)
+
+    @property
+    def worst_wait_chains(self) -> list[WaitChain]:
+        """The chains of the longest stalled receive waits (``WORST_CHAINS``, one per wait
+        line), longest first: what ``report`` shows."""
+        return self._once("_worst_chains", lambda: self.wait_chains.worst(WORST_CHAINS))
 
     @property
     def incomplete(self) -> str | None:

@@ -121,11 +121,21 @@ def run(args: argparse.Namespace) -> int:
     reason = analysis.incomplete
     gate = Gate.check(selectors, min_saving, findings, bounds, reason)
     if args.json:
-        doc = to_json(args.trace, summary, futures, findings, bounds, reason, gate)
+        chains = analysis.worst_wait_chains
+        doc = to_json(args.trace, summary, futures, findings, bounds, reason, gate, chains)
         sys.stdout.write(json.dumps(doc, indent=2))
         sys.stdout.write("\n")
     else:
-        text = render(args.trace, summary, futures, findings, bounds, reason, per_pe=args.per_pe)
+        text = render(
+            args.trace,
+            summary,
+            futures,
+            findings,
+            bounds,
+            reason,
+            per_pe=args.per_pe,
+            chains=analysis.worst_wait_chains,
+        )
         sys.stdout.write(text)
     sys.stdout.flush()
     for line in gate.explain():

@@ -50,6 +50,21 @@ escapes them)::
                     "share": float,     # saving / the PE's kernel time
                     "stall", "message", "suggestion", "events": [int]}],
                                         # largest saving first
+      "wait_chains": [{"event": int,    # the longest stalled receive waits (a few, one
+                                        # per wait line), each followed across PEs
+                       "stall": int,
+                       "links": [{"pe", "wait_event", "wait_loc": loc, "waited_at",
+                                  "stall",      # the receive's wait and its stall
+                                  "sender", "send_event", "send_loc": loc,
+                                  "issued",     # the matching send and its cycle
+                                  "delivered": int | null,
+                                  "work": int}],  # sender's busy cycles since its last
+                                                  # stall; links[i + 1] is why links[i]'s
+                                                  # send was late
+                       "root": {"kind": "work" | "transit" | "stall" | "unmatched"
+                                        | "cycle" | "depth" | "not-stalled",
+                                "pe", "event", "loc": loc, "cycles": int,
+                                "op": str}}],   # why the last link's send was late
       "gate": {"selectors": [str], "min_saving": float,
                "failed": bool, "exit": int,
                "matched": [id],          # selected, saving at or above min_saving
@@ -69,6 +84,7 @@ from kbdebug.analysis.gate import MIN_SAVING, Gate
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
+from kbdebug.analysis.wait_chain import WaitChain
 
 SCHEMA = "kbdebug.report/4"
 
@@ -86,8 +102,10 @@ def to_json(
     bounds: list[PEBound] | None = None,
     reason: str | None = None,
     gate: Gate | None = None,
+    chains: list[WaitChain] | None = None,
 ) -> dict[str, Any]:
-    """The report as a ``kbdebug.report/4`` document."""
+    """The report as a ``kbdebug.report/4`` document (``chains``: the longest receive
+    waits followed across PEs, ``Analysis.worst_wait_chains``)."""
     bounds = bounds or []
     gate = gate or Gate([], MIN_SAVING, [], [], reason)
     savings = savings_by_pe(findings)
@@ -153,5 +171,23 @@ def to_json(
             }
             for f in findings
         ],
+        "wait_chains": [chain_json(chain) for chain in chains or []],
         "gate": gate.to_json(),
+    }
+
+
+def chain_json(chain: WaitChain) -> dict[str, Any]:
+    """One wait chain: its links (each receive and its send) and its root."""
+    return {
+        "event": chain.event,
+        "stall": chain.stall,
+        "links": [
+            {
+                **asdict(link),
+                "wait_loc": loc_json(link.wait_loc),
+                "send_loc": loc_json(link.send_loc),
+            }
+            for link in chain.links
+        ],
+        "root": {**asdict(chain.root), "loc": loc_json(chain.root.loc)},
     }

@@ -14,6 +14,7 @@ from kbdebug.analysis.gate import one_line, percent
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
+from kbdebug.analysis.wait_chain import STALL, TRANSIT, WORK, ChainRoot, WaitChain
 from kbdebug.export.report_spread import SPREAD_FROM, busy_spread, pe_spread
 from kbdebug.safe_text import escape
 
@@ -22,6 +23,8 @@ FIRST_FUTURES = 20
 WORST_STALLS = 10
 #: Wait lines the text report lists.
 STALL_LINES = 10
+#: Links of a wait chain the text report shows before the root (--json has them all).
+CHAIN_LINKS = 4
 
 
 def _status_line(summary: Summary, reason: str | None) -> str:
@@ -128,6 +131,61 @@ def _finding_lines(f: Finding, share: float, n_pes: int) -> list[str]:
     return lines
 
 
+def _short(loc: SourceLoc | None) -> str:
+    """``attention.py:120`` (`` ← kernel.py:40`` for a line in a helper), escaped."""
+    if loc is None:
+        return "?"
+    text = f"{os.path.basename(loc.file) or loc.file}:{loc.line}"
+    if loc.caller is not None:
+        text += f" ← {os.path.basename(loc.caller.file) or loc.caller.file}:{loc.caller.line}"
+    return escape(text, 512)
+
+
+def _root_text(root: ChainRoot) -> str:
+    if root.kind == WORK:
+        return f"root: PE {root.pe}'s own work ({root.cycles:,} cycles busy before the send)"
+    if root.kind == TRANSIT:
+        return (
+            f"root: PE {root.pe}'s send was issued before the wait began; "
+            f"the message took {root.cycles:,} cycles to arrive"
+        )
+    if root.kind == STALL:
+        return (
+            f"root: PE {root.pe} stalled {root.cycles:,} cycles at {_short(root.loc)} "
+            f"on a {escape(root.op, 32) or 'command'}"
+        )
+    why = {
+        "unmatched": "a receive no send ever matched",
+        "cycle": "the chain comes back to a wait it passed",
+        "depth": "followed as far as the chain limit",
+    }.get(root.kind, escape(root.kind, 32))
+    return f"stops at PE {root.pe} {_short(root.loc)}: {why}"
+
+
+def wait_chain_lines(chains: list[WaitChain]) -> list[str]:
+    """The "waits on other PEs" section: each chain's links, then its root."""
+    if not chains:
+        return []
+    lines = ["", "waits on other PEs (the longest receive waits, followed to their root cause):"]
+    for chain in chains:
+        first, *rest = chain.links
+        lines.append(
+            f"  PE {first.pe} {_short(first.wait_loc)} waited {first.stall:,} cycles for "
+            f"PE {first.sender}'s send at {_short(first.send_loc)} "
+            f"(issued cycle {first.issued:,})"
+        )
+        for link in rest[: CHAIN_LINKS - 1]:
+            lines.append(
+                f"      late because PE {link.pe} waited {link.stall:,} cycles at "
+                f"{_short(link.wait_loc)} for PE {link.sender}'s send at "
+                f"{_short(link.send_loc)} (issued cycle {link.issued:,})"
+            )
+        if len(rest) > CHAIN_LINKS - 1:
+            lines.append(f"      ... {len(rest) - CHAIN_LINKS + 1} more links (--json lists them)")
+        lines.append(f"      {_root_text(chain.root)}")
+    return lines
+
+
 def render(
     path: str,
     summary: Summary,
@@ -137,9 +195,11 @@ def render(
     reason: str | None = None,
     *,
     per_pe: bool = False,
+    chains: list[WaitChain] | None = None,
 ) -> str:
     """The report as text, the status line first; on many PEs the per-PE and busy tables
-    are spreads (min, median, max) unless ``per_pe``."""
+    are spreads (min, median, max) unless ``per_pe``; ``chains``: the longest receive
+    waits followed across PEs (``Analysis.worst_wait_chains``)."""
     bounds = bounds or []
     ran = len(bounds) or summary.n_pes
     spread = ran >= SPREAD_FROM and not per_pe
@@ -213,6 +273,7 @@ def render(
             ],
             right={1, 2},
         )
+    lines += wait_chain_lines(chains or [])
     if futures:
         first = futures[:FIRST_FUTURES]
         if len(futures) > len(first):
