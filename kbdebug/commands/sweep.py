@@ -243,9 +243,6 @@ def _backend(cluster: str | None, jobs: int):
 
 
 def _plot(results: Results, x_key: str, metric: str, width: int, color: bool) -> str:
-    try:
-        from kbdebug.sweep.plot import render
+    from kbdebug.sweep.plot import render  # plotext loads only when a plot is asked for
 
-        return render(results, x_key, metric, width=width, color=color)
-    except ImportError:
-        return "(--plot needs plotext: pip install plotext)\n"
+    return render(results, x_key, metric, width=width, color=color)

@@ -1,1 +1,2 @@
-"""Exporters and comparisons of traces: Chrome/Perfetto trace JSON, the diff of two runs."""
+"""Outputs of a trace's analysis: the report (JSON, text), the diff's JSON and text spreads,
+and the Chrome/Perfetto trace JSON."""
