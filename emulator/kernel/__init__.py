@@ -1,7 +1,8 @@
 """The kernel-facing side: the tl API, futures, tensors and the greenlet runner."""
 
 from emulator.kernel.futures import CompletionHandle, LoadFuture, RecvFuture
-from emulator.kernel.runner import OpRecord, RunResult, run_kernel
+from emulator.kernel.oplog import OpLog, OpRecord
+from emulator.kernel.runner import RunResult, run_kernel
 from emulator.kernel.tensor import TensorHandle
 from emulator.kernel.tl import TL
 
@@ -9,6 +10,7 @@ __all__ = [
     "TL",
     "CompletionHandle",
     "LoadFuture",
+    "OpLog",
     "OpRecord",
     "RecvFuture",
     "RunResult",

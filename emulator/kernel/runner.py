@@ -6,11 +6,10 @@ import inspect
 import itertools
 import math
 import traceback
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import greenlet
 import numpy as np
@@ -20,6 +19,7 @@ from emulator.config import HardwareConfig
 from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.hardware.mesh import Mesh
 from emulator.kernel.futures import RecvFuture
+from emulator.kernel.oplog import OpLog
 from emulator.kernel.source import LocationCache, is_kernel_code, launch_root
 from emulator.kernel.tl import TL
 from emulator.memory import Memory
@@ -34,23 +34,14 @@ from emulator.recorder import (
 from emulator.trace.schema import Kind, SourceLoc
 
 
-class OpRecord(NamedTuple):
-    """One op-log entry: a command of a given category and op issued at ``time`` on ``pe``."""
-
-    time: int
-    pe: int
-    category: str
-    op: str
-
-
 @dataclass
 class RunResult:
     """What a launch did: when it ended, what it issued, how busy each channel was."""
 
     #: Cycle at which the last kernel ended.
     end_time: int
-    #: Every memory / compute / comm command, in issue order.
-    op_log: list[OpRecord]
+    #: Every memory / compute / comm command, in issue order (a sequence of OpRecord).
+    op_log: OpLog
     #: Counters: dma_read_count, dma_write_count, gemm_count, math_count,
     #: ipcq_send_count, ipcq_recv_count, stall_cycles.
     metrics: dict[str, int]
@@ -62,9 +53,6 @@ class RunResult:
     scratch_peak: dict[int, int]
     #: Every event as (kind, time, pe, *fields), when ``keep_events`` was asked for.
     events: list[tuple[Any, ...]] | None = field(default=None, repr=False)
-
-
-_new_tuple = tuple.__new__
 
 
 class _Program:
@@ -113,7 +101,7 @@ class Launch:
         #: Source paths in the trace are relative to ``root`` (see source.launch_root).
         self.locations = LocationCache(recorder.add_source, root)
         self.mesh = Mesh(self.env, recorder, config, memory)
-        self.op_log: list[OpRecord] = []
+        self.op_log = OpLog()
         #: Set once every program has started and the SimPy loop runs.
         self.running = False
         self.stall_cycles = 0
@@ -138,8 +126,7 @@ class Launch:
     def log_op(self, time: int, pe: int, category: str, op: str) -> None:
         """Append to the op log. Its OP_LOG event is the caller's to record: it always
         follows the command's ISSUE, and the two go in one compound record."""
-        # tuple.__new__ skips the NamedTuple's Python-level __new__ (half the cost).
-        self.op_log.append(_new_tuple(OpRecord, (time, pe, category, op)))
+        self.op_log.append(time, pe, category, op)
 
 
 def run_kernel(
@@ -229,7 +216,7 @@ def run_kernel(
     rec.end({"status": "ok", "end_time": launch.env.now, "error": None, "error_loc": None})
 
     # Counted once at the end rather than per command: the op log is the hot path.
-    counts = Counter((record.category, record.op) for record in launch.op_log)
+    counts = launch.op_log.counts()
     metrics = {
         "dma_read_count": counts[("memory", "dma_read")],
         "dma_write_count": counts[("memory", "dma_write")],

@@ -20,11 +20,11 @@ class Scope:
 
     def __init__(self, tl: TL):
         self._tl = tl
-        #: The buffers allocated inside, once entered.
-        self._frame: list[Buffer] = []
+        #: The buffers allocated inside and not recycled yet, by id, once entered.
+        self._frame: dict[int, Buffer] = {}
 
     def __enter__(self) -> None:
-        self._frame = []
+        self._frame = {}
         self._tl._scopes.append(self._frame)
 
     def __exit__(self, *exc_info: object) -> None:
@@ -32,11 +32,11 @@ class Scope:
         tl._scopes.pop()
         if tl.closed:
             return
-        for buffer in self._frame:
-            if buffer.freed:
-                continue
-            future = buffer.future
-            if future is not None and future.waited_at is None:
+        for buffer in self._frame.values():
+            # The frame is closing: recycling must not remove the buffer from it mid-loop.
+            buffer.frame = None
+            if buffer.future is not None:
                 buffer.orphan = True
             else:
                 tl._free(buffer)
+        self._frame = {}

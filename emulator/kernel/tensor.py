@@ -16,13 +16,20 @@ if TYPE_CHECKING:
 class Buffer:
     """A scratch allocation holding one loaded or received tile."""
 
-    __slots__ = ("id", "nbytes", "future", "freed", "orphan", "host_read")
+    __slots__ = ("id", "nbytes", "fid", "future", "frame", "freed", "orphan", "host_read")
 
     def __init__(self, bid: int, nbytes: int):
         self.id = bid
         self.nbytes = nbytes
-        #: The load or receive that fills it.
+        #: Id of the load or receive that fills it (-1 until it is issued).
+        self.fid = -1
+        #: That load or receive while it is not waited yet; None once it is. Dropped at
+        #: the wait so that a buffer and its future never reference each other: such a
+        #: cycle would keep the tile's data until a full garbage collection.
         self.future: Waitable | None = None
+        #: The scope frame (or the kernel's top frame) that recycles it, by buffer id;
+        #: None once recycled or while its scope has closed on it in flight.
+        self.frame: dict[int, Buffer] | None = None
         #: Recycled: its tensor may no longer be used.
         self.freed = False
         #: Its scope closed while the load was in flight; the scope that waits on it adopts it.

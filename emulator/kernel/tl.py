@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 #: Handles whose wait gives a tensor in a scratch buffer.
 _BUFFERED = (LoadFuture, RecvFuture)
+#: Unwaited handles a kernel may hold before finished stores and sends are dropped.
+_FORGET_ABOVE = 64
 
 
 class TL(ComputeOps):
@@ -63,12 +65,17 @@ class TL(ComputeOps):
         self._caller = launch.locations.caller
         self._switch = launch.driver.switch
         self._pid = pid
-        #: Scopes open now, innermost last; each lists the buffers allocated in it.
-        self._scopes: list[list[Buffer]] = []
-        #: Buffers outside any scope, recycled when the kernel ends.
-        self._top: list[Buffer] = []
-        #: Handles issued and not yet waited, by id (drained when the kernel ends).
+        #: Scopes open now, innermost last; each holds the buffers allocated in it and
+        #: not recycled yet, by id (a recycled buffer leaves its frame: a long kernel
+        #: that frees what it received keeps nothing of it).
+        self._scopes: list[dict[int, Buffer]] = []
+        #: Buffers outside any scope, recycled when the kernel ends (or by tl.free).
+        self._top: dict[int, Buffer] = {}
+        #: Handles issued and not yet waited, by id (drained when the kernel ends); stores
+        #: and sends that completed unwaited are dropped now and then (_forget_finished).
         self._issued: dict[int, Waitable] = {}
+        #: Size of ``_issued`` above which a store or send looks for finished ones to drop.
+        self._forget_above = _FORGET_ABOVE
         #: The handle and location of the wait blocking the kernel now, if any.
         self.waiting_on: tuple[Waitable, SourceLoc] | None = None
         #: Set once the kernel is over: nothing more is recorded.
@@ -129,7 +136,7 @@ class TL(ComputeOps):
         self._charge_issue()
         event = self._pe.read(cmd, fid, int(ptr), shape, dtype, nbytes)
         future = LoadFuture(fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype)
-        buffer.future = future
+        buffer.fid, buffer.future = fid, future
         self._issued[fid] = future
         return future
 
@@ -153,6 +160,8 @@ class TL(ComputeOps):
         event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
         handle = CompletionHandle(fid, pe, cmd, event, loc)
         self._issued[fid] = handle
+        if len(self._issued) > self._forget_above:
+            self._forget_finished()
         return handle
 
     # --- waiting ------------------------------------------------------------------------
@@ -211,9 +220,12 @@ class TL(ComputeOps):
             if isinstance(handle, RecvFuture):
                 self._check_received(handle, data, loc)
             buffer = handle.buffer
+            buffer.future = None
             if buffer.orphan:
                 buffer.orphan = False
-                (self._scopes[-1] if self._scopes else self._top).append(buffer)
+                frame = self._scopes[-1] if self._scopes else self._top
+                frame[buffer.id] = buffer
+                buffer.frame = frame
             handle.result = TensorHandle(self, data, buffer)
         return handle.result
 
@@ -246,6 +258,8 @@ class TL(ComputeOps):
         event = self._pe.send(cmd, fid, direction, data)
         handle = CompletionHandle(fid, pe, cmd, event, loc)
         self._issued[fid] = handle
+        if len(self._issued) > self._forget_above:
+            self._forget_finished()
         return handle
 
     def recv_async(self, direction: str, shape: tuple[int, ...], dtype: str = "f16") -> RecvFuture:
@@ -277,7 +291,7 @@ class TL(ComputeOps):
         future = RecvFuture(
             fid, pe, cmd, event, loc, buffer=buffer, shape=shape, dtype=dtype, direction=direction
         )
-        buffer.future = future
+        buffer.fid, buffer.future = fid, future
         self._issued[fid] = future
         return future
 
@@ -309,7 +323,7 @@ class TL(ComputeOps):
         if buffer is None:
             raise self._error(EmulatorError, f"{type(x).__name__} has no scratch buffer", loc)
         future = buffer.future
-        if future is not None and future.waited_at is None:
+        if future is not None:
             raise self._error(
                 InFlightRecycleError,
                 f"buffer {buffer.id} of future {future.id} (issued at {future.loc}) recycled "
@@ -332,13 +346,30 @@ class TL(ComputeOps):
             self._pe.scratch.alloc(buffer.id, nbytes, record=record)
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
-        (self._scopes[-1] if self._scopes else self._top).append(buffer)
+        frame = self._scopes[-1] if self._scopes else self._top
+        frame[buffer.id] = buffer
+        buffer.frame = frame
         return buffer
 
     def _free(self, buffer: Buffer) -> None:
         if not buffer.freed:
             buffer.freed = True
+            frame = buffer.frame
+            if frame is not None:
+                buffer.frame = None
+                del frame[buffer.id]
             self._pe.scratch.free(buffer.id)
+
+    def _forget_finished(self) -> None:
+        """Drop the stores and sends that completed unwaited from ``_issued``: the kernel's
+        end has nothing to wait for or recycle in them, and a kernel that never waits on
+        its sends would otherwise keep one handle per send until it ends."""
+        self._issued = {
+            fid: handle
+            for fid, handle in self._issued.items()
+            if isinstance(handle, _BUFFERED) or not handle.event.triggered
+        }
+        self._forget_above = max(_FORGET_ABOVE, 2 * len(self._issued))
 
     def _host_read(self, x: TensorHandle) -> None:
         """Record that kernel code read ``x``'s values (HOST_READ): once per loaded or
@@ -346,12 +377,11 @@ class TL(ComputeOps):
         if self.closed:
             return
         buffer = x.buffer
-        future = buffer.future if buffer is not None else None
-        if future is not None:
+        if buffer is not None and buffer.fid >= 0:
             if buffer.host_read:
                 return
             buffer.host_read = True
-            fid = future.id
+            fid = buffer.fid
         else:
             last_cmd = self._launch.last_cmd
             if self._computed_read_at == last_cmd:
@@ -369,13 +399,13 @@ class TL(ComputeOps):
         first = -1
         if isinstance(a, TensorHandle):
             buffer = a.buffer
-            if buffer is not None and buffer.future is not None:
-                first = buffer.future.id
+            if buffer is not None and buffer.fid >= 0:
+                first = buffer.fid
                 self._emit(_READS, now, pe, cmd, first)
         if isinstance(b, TensorHandle):
             buffer = b.buffer
-            if buffer is not None and buffer.future is not None:
-                fid = buffer.future.id
+            if buffer is not None and buffer.fid >= 0:
+                fid = buffer.fid
                 if fid != first:
                     self._emit(_READS, now, pe, cmd, fid)
 
@@ -453,5 +483,5 @@ class TL(ComputeOps):
                 self._free(buffer)
         self._issued.clear()
         for frame in (*self._scopes, self._top):
-            for buffer in frame:
+            for buffer in list(frame.values()):
                 self._free(buffer)
