@@ -1,4 +1,4 @@
-"""Messages the debugger's widgets post to the app, as small dataclasses."""
+"""Messages the panes and the app's workers post to the app, as small dataclasses."""
 
 from __future__ import annotations
 

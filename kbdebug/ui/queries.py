@@ -1,8 +1,9 @@
 """Questions the screen asks of a trace, answered from the public Replay and index API.
 
-Pure functions, no Textual: tl calls per PE, stall cycles per source line, the
-future an event is about, event search, ``:`` targets, the banner of a trace
-that did not end well, and compact number formats.
+Pure functions, no Textual: tl calls per PE, the future an event is about, event
+search, ``:`` targets, why a continue stopped, the breakpoints in a few words, the
+banner of a trace that did not end well, findings in the order to fix them, and
+compact number formats.
 """
 
 from __future__ import annotations
@@ -294,6 +295,12 @@ def seek_cycle_text(replay: Replay, cycle: int) -> str:
     if at == cycle:
         return f"at cycle {cycle:,} (event #{current})"
     return f"at cycle {cycle:,}: the last event at or before it is #{current}, at cycle {at:,}"
+
+
+def biggest_saving_first(findings) -> list[Finding]:
+    """``findings`` in the order to fix them: the largest estimated saving first, as
+    ``report`` lists them."""
+    return sorted(findings, key=lambda f: (-f.saving, -f.share, f.pe, f.id))
 
 
 def finding_event(replay: Replay, finding: Finding) -> int | None:

@@ -1,4 +1,4 @@
-"""KeyBar: the bottom line: the focused pane's keys, then the debugger's, ? and q always shown."""
+"""KeyBar: the bottom line: the focused pane's keys, then the app's; ^p, ? and q always shown."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ _GAP = "  "
 
 
 class KeyBar(Widget):
-    """One line of ``key action`` pairs, cut to the width without losing ``?`` and ``q``.
+    """One line of ``key action`` pairs, cut to the width without losing ``^p``, ``?``, ``q``.
 
-    The focused pane's own keys come first (bold), then the debugger's keys in
-    the order they are declared, until the line is full; the help and quit keys
-    stay at the right end at any width, so a narrow terminal still says how to
-    get help and how to leave.
+    The focused pane's own keys come first (bold), then the mode's keys in the
+    order they are declared, until the line is full; the palette, help and quit
+    keys stay at the right end at any width, so a narrow terminal still says how
+    to find every action, how to get help and how to leave.
     """
 
     COMPONENT_CLASSES = {"key-bar--key", "key-bar--pane", "key-bar--pane-key"}

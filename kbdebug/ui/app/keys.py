@@ -6,9 +6,6 @@ from dataclasses import dataclass
 
 from textual.app import App
 from textual.binding import Binding
-from textual.content import Content
-
-from kbdebug.safe_text import escape
 
 
 @dataclass(frozen=True)
@@ -114,15 +111,3 @@ PANES = (
 
 #: Keys the key bar keeps at its right end whatever the width.
 PINNED = ("ctrl+p", "question_mark", "q")
-
-#: What marks the focused pane's title (as well as reverse video): seen without colour.
-FOCUS_MARK = "▶"
-
-
-def pane_title(number: int | None, text: str, focused: bool) -> Content:
-    """A pane's border title or tab label: ``▶[2] attention.py`` in bold reverse when
-    focused, ``[2] attention.py`` otherwise; ``text`` (a file name from the trace) is
-    never read as markup."""
-    prefix = f"[{number}] " if number is not None else ""
-    title = Content(f"{FOCUS_MARK if focused else ''}{prefix}{escape(text, 200)}")
-    return title.stylize("bold reverse") if focused else title

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from textual.content import Content
 from textual.widgets import TabbedContent
 
-from kbdebug.ui.app.keys import PANES, pane_title
+from kbdebug.ui.app.keys import PANES
 from kbdebug.ui.panes.events_view import EventsView
 from kbdebug.ui.panes.findings_view import FindingsView
 from kbdebug.ui.panes.futures_table import FuturesTable
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.styles import pane_title
 from kbdebug.ui.panes.timeline import Timeline
 
 
@@ -58,7 +58,7 @@ class PaneActions:
                 if name == "Findings" and self.findings is not None:
                     name = f"Findings ({len(self.findings)})"
                 views = list(tabs.get_pane(tab).query(RowView))
-                tabs.get_tab(tab).label = tab_label(number, name, focused in views)
+                tabs.get_tab(tab).label = pane_title(number, name, focused in views)
 
     def help_panes(self) -> list[tuple[str, type]]:
         return [
@@ -101,8 +101,3 @@ _PANE_CLASSES = {
     "events": EventsView,
     "findings": FindingsView,
 }
-
-
-def tab_label(number: int, name: str, focused: bool = False) -> Content:
-    """A tab's label: ``[4] Events``, marked when its pane has the keyboard."""
-    return pane_title(number, name, focused)

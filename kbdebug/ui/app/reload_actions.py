@@ -1,4 +1,4 @@
-"""The debugger's reload (r) and re-run (R): the record, look, fix, look-again loop."""
+"""The single-run mode's reload (r) and re-run (R): the record, look, fix, look-again loop."""
 
 from __future__ import annotations
 

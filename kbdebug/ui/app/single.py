@@ -25,7 +25,7 @@ from kbdebug.ui.app.header import StatusHeader
 from kbdebug.ui.app.keybar import KeyBar
 from kbdebug.ui.app.keys import KEYS, bindings
 from kbdebug.ui.app.loading import LoadingPanel
-from kbdebug.ui.app.pane_actions import PaneActions, tab_label
+from kbdebug.ui.app.pane_actions import PaneActions
 from kbdebug.ui.app.reload_actions import ReloadActions
 from kbdebug.ui.app.reloading import file_stamp
 from kbdebug.ui.messages import (
@@ -41,6 +41,7 @@ from kbdebug.ui.panes.futures_table import FuturesTable
 from kbdebug.ui.panes.lanes import TimelineData, build_timeline, future_span
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.panes.source_view import SourceView
+from kbdebug.ui.panes.styles import pane_title
 from kbdebug.ui.panes.timeline import Timeline
 from kbdebug.ui.screens.help_screen import INTRO
 from kbdebug.ui.screens.prompt import PromptScreen
@@ -149,11 +150,11 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
             futures = FuturesTable(replay, id="futures", pane=3)
             yield futures.data_bind(KbdebugApp.position, KbdebugApp.selected_future)
         with TabbedContent(id="tabs"):
-            with TabPane(tab_label(4, "Events"), id="events-tab"):
+            with TabPane(pane_title(4, "Events", False), id="events-tab"):
                 yield EventsView(replay, id="events").data_bind(
                     KbdebugApp.position, KbdebugApp.selected_future
                 )
-            with TabPane(tab_label(5, "Findings"), id="findings-tab"):
+            with TabPane(pane_title(5, "Findings", False), id="findings-tab"):
                 yield FindingsView(id="findings")
         yield KeyBar(id="keys")
 
@@ -204,8 +205,7 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
 
     def _show_analysis(self, result: object | None, error: str | None) -> None:
         findings, bounds = result if result is not None else ([], None)
-        # What to fix first first: the largest estimated saving, as ``report`` lists them.
-        self.findings = sorted(findings, key=lambda f: (-f.saving, -f.share, f.pe, f.id))
+        self.findings = queries.biggest_saving_first(findings)
         for header in self.query(StatusHeader):
             header.bounds = bounds
         view = self.query_one(FindingsView)

@@ -61,10 +61,6 @@ def _other(run: str) -> str:
     return "b" if run == "a" else "a"
 
 
-def _by_saving(findings) -> list[Finding]:
-    return sorted(findings, key=lambda f: (-f.saving, -f.share, f.pe, f.id))
-
-
 class CompareApp(DebuggerApp):
     """Run A above run B; the focused run moves with the keys, the other follows by call."""
 
@@ -108,7 +104,6 @@ class CompareApp(DebuggerApp):
         #: Whether the other run is at the focused run's call (False: it has no such call).
         self.linked = True
         self.stalled_waits = {run: StalledWait(min_stall=1) for run in RUNS}
-        self.groups: FindingGroups | None = None
         #: Each run's findings, biggest saving first; empty until the worker is done.
         self.run_findings: dict[str, list[Finding]] = {}
 
@@ -236,7 +231,9 @@ class CompareApp(DebuggerApp):
         private = Comparison(
             Replay(a.index, a.path), Replay(b.index, b.path), lines=self.comparison.lines
         )
-        findings = {run: _by_saving(private.analysis[run].findings) for run in RUNS}
+        findings = {
+            run: queries.biggest_saving_first(private.analysis[run].findings) for run in RUNS
+        }
         return Compared(private.findings, private.headline, findings)
 
     def _show_analysis(self, result: Compared | None, error: str | None) -> None:
@@ -245,7 +242,7 @@ class CompareApp(DebuggerApp):
             self.run_findings = {run: [] for run in RUNS}
             view.note = error
             return
-        self.groups, self.run_findings = result.groups, result.findings
+        self.run_findings = result.findings
         view.groups = result.groups
         self.query_one(CompareHeader).headline = result.headline
 

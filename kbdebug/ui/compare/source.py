@@ -13,7 +13,7 @@ from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
 from kbdebug.ui.messages import LineChosen
 from kbdebug.ui.panes.rowview import RowView
-from kbdebug.ui.panes.source_view import MAX_SOURCE_LINES, _highlighted
+from kbdebug.ui.panes.source_view import MAX_SOURCE_LINES, source_text
 from kbdebug.ui.queries import cycles
 
 #: (A's line, B's line) of one screen row; None where that run has no such line.
@@ -110,12 +110,7 @@ class CompareSource(RowView):
         key = (run, file)
         text = self._text.get(key)
         if text is None:
-            code = self.replays[run].index.sources.get(file)
-            if code is None:
-                text = [Text(f"(the source of {escape(file, 500)} is not embedded)")]
-            else:
-                text = _highlighted(code)
-            self._text[key] = text
+            text = self._text[key] = source_text(self.replays[run], file)
         return text
 
     def _count(self, run: str, file: str | None) -> int:

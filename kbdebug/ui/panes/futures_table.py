@@ -15,9 +15,9 @@ from kbdebug.replay import PHASES, Replay
 from kbdebug.replay.state import future_phases
 from kbdebug.replay.tables import position_dtype
 from kbdebug.safe_text import escape
-from kbdebug.ui.app.keys import pane_title
 from kbdebug.ui.messages import FutureChosen
 from kbdebug.ui.panes.rowview import RowView
+from kbdebug.ui.panes.styles import pane_title
 from kbdebug.ui.queries import cycles, kernel_def
 
 

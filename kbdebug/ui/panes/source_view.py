@@ -13,9 +13,9 @@ from textual.strip import Strip
 from kbdebug.analysis.summary import stall_by_pe_line
 from kbdebug.replay import Replay, SourceLine
 from kbdebug.safe_text import escape
-from kbdebug.ui.app.keys import pane_title
 from kbdebug.ui.messages import LineChosen
 from kbdebug.ui.panes.rowview import RowView
+from kbdebug.ui.panes.styles import pane_title
 from kbdebug.ui.queries import cycles, kernel_def
 
 #: Columns ←/→ scroll the code by.
@@ -106,12 +106,7 @@ class SourceView(RowView):
     def lines(self, file: str) -> list[Text]:
         text = self._lines.get(file)
         if text is None:
-            code = self.replay.index.sources.get(file)
-            if code is None:
-                text = [Text(f"(the source of {escape(file, 500)} is not embedded in this trace)")]
-            else:
-                text = _highlighted(code)
-            self._lines[file] = text
+            text = self._lines[file] = source_text(self.replay, file)
         return text
 
     def row_count(self) -> int:
@@ -245,6 +240,15 @@ class SourceView(RowView):
 MAX_SOURCE_LINES = 5_000
 #: Characters of one source line shown.
 MAX_LINE_CHARS = 1_000
+
+
+def source_text(replay: Replay, file: str) -> list[Text]:
+    """The lines of ``file`` as the trace embeds it, highlighted (see _highlighted), or
+    one line saying the trace does not have it."""
+    code = replay.index.sources.get(file)
+    if code is None:
+        return [Text(f"(the source of {escape(file, 500)} is not embedded in this trace)")]
+    return _highlighted(code)
 
 
 def _highlighted(code: str) -> list[Text]:

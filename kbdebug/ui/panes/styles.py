@@ -1,9 +1,12 @@
-"""component_style: a component class's own style, to layer over a row's background."""
+"""How panes style themselves: a component class's own style, a pane's title."""
 
 from __future__ import annotations
 
 from rich.style import Style
+from textual.content import Content
 from textual.widget import Widget
+
+from kbdebug.safe_text import escape
 
 
 def component_style(widget: Widget, name: str) -> Style:
@@ -23,3 +26,16 @@ def component_style(widget: Widget, name: str) -> Style:
         color=full.color if style.color is not None else None,
         bgcolor=full.bgcolor if style.bgcolor is not None else None,
     )
+
+
+#: What marks the focused pane's title (as well as reverse video): seen without colour.
+FOCUS_MARK = "▶"
+
+
+def pane_title(number: int | None, text: str, focused: bool) -> Content:
+    """A pane's border title or tab label: ``▶[2] attention.py`` in bold reverse when
+    focused, ``[2] attention.py`` otherwise; ``text`` (a file name from the trace) is
+    never read as markup."""
+    prefix = f"[{number}] " if number is not None else ""
+    title = Content(f"{FOCUS_MARK if focused else ''}{prefix}{escape(text, 200)}")
+    return title.stylize("bold reverse") if focused else title

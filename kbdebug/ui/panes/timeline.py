@@ -21,10 +21,9 @@ from textual.widget import Widget
 
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
-from kbdebug.ui.app.keys import pane_title
 from kbdebug.ui.messages import CycleClicked
 from kbdebug.ui.panes import lanes as L
-from kbdebug.ui.panes.styles import component_style
+from kbdebug.ui.panes.styles import component_style, pane_title
 from kbdebug.ui.queries import cycles
 
 _GLYPHS = {
@@ -63,7 +62,6 @@ _KERNEL_FG = {
 _FG = ("axis", "running", "stalled", "failed", "dma_read", "dma_write", "gemm", "math", "ipcq")
 _FG += ("scratch", "future", "label", "label-focused", "legend")
 _BG = ("none", "span", "cursor")
-_MIN_COLUMNS = 8
 
 
 class Timeline(Widget, can_focus=True):
