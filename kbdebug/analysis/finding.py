@@ -19,6 +19,7 @@ RULES = {
     "KB108": "store-waited-early",
     "KB109": "recv-waited-before-work",
     "KB110": "composite-restarted",
+    "KB111": "imbalance",
 }
 #: Work between a load's issue and its wait below this share of transfer + latency is
 #: none (KB102 says "with no work in between").

@@ -53,6 +53,10 @@ KB109 recv-waited-before-work
 KB110 composite-restarted
     Consecutive ``tl.composite`` calls over the same B, each continuing the
     previous one's rows: re-timed as one call over all the rows.
+KB111 imbalance
+    A few PEs end well after the rest: names them, the launch's end cost, their
+    work and stall against the median PE's and where their steps diverge
+    (:mod:`kbdebug.analysis.imbalance`); claims only what the other findings leave.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from kbdebug.analysis.finding import (
     finding_id,
     line_id,
 )
+from kbdebug.analysis.imbalance import imbalance_findings
 from kbdebug.analysis.model import (
     COMPUTE,
     LOAD,
@@ -148,9 +153,12 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
     if edits and not single:  # one PE: its joint gain (d.joint) is what its fixes explain
         lengths, _ = simulate_launch(model, edits, model.recorded)
         explained = {pe: model.recorded[pe] - min(n, NEVER) for pe, n in lengths.items()}
-    findings: list[Finding] = []
+    # A few PEs ending well after the rest: KB111 claims what the others leave on them,
+    # and KB106 names only what KB111 leaves in turn.
+    left = {d.prog.pe: max(getattr(d, "joint", 0), explained.get(d.prog.pe, 0)) for d in diagnoses}
+    findings, claimed = imbalance_findings(model, left, MIN_SHARE)
     for d in diagnoses:
-        findings.extend(d.findings(launch_gain, explained.get(d.prog.pe, 0)))
+        findings.extend(d.findings(launch_gain, left[d.prog.pe] + claimed.get(d.prog.pe, 0)))
     findings.sort(key=lambda f: (f.events[0] if f.events else f.start, f.id))
     return findings
 
