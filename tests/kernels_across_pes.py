@@ -41,6 +41,12 @@ def relay(tl, out_ptr, n_dots):
         tl.store(out_ptr, acc)
 
 
+def ring_waits_first(tl, out_ptr, n_dots):
+    """A ring where every PE waits for its left neighbour before sending: a deadlock."""
+    got = tl.wait(tl.recv_async("left", SQUARE, "f32"))  # mark: wait
+    tl.send("right", got)
+
+
 def copy_rows(tl, a_ptr, out_ptr, n, heavy):
     """Copy n tiles per PE (3n on PE ``heavy``), each store waited before the next load."""
     pid = tl.program_id(0)
@@ -64,12 +70,14 @@ def copy_rows_prefetched(tl, a_ptr, out_ptr, n, heavy):
         tl.store(out_ptr + (first + j) * TILE_BYTES, tl.dot(x, x))
 
 
-def run_relay(trace: Path, pes: int = 4, n_dots: int = 16, config=None) -> HardwareConfig:
-    """Record ``relay`` on ``pes`` PEs in a row; returns the config it ran with."""
-    config = config or HardwareConfig(mesh_rows=1, mesh_cols=pes, mesh_wrap=False)
+def run_relay(
+    trace: Path, pes: int = 4, n_dots: int = 16, kernel=relay, config=None
+) -> HardwareConfig:
+    """Record ``kernel`` (``relay``) on ``pes`` PEs in a row; returns the config it ran with."""
+    config = config or HardwareConfig(mesh_rows=1, mesh_cols=pes, mesh_wrap=kernel is not relay)
     memory = Memory(size_bytes=1 << 16)
     out_ptr = memory.alloc(32 * 32 * 4)
-    run_kernel(relay, (out_ptr, n_dots), (pes,), memory, config, trace=trace)
+    run_kernel(kernel, (out_ptr, n_dots), (pes,), memory, config, trace=trace)
     return config
 
 

@@ -7,12 +7,13 @@ import math
 
 import numpy as np
 import pytest
-from kernels_across_pes import SQUARE, relay, run_relay
+from kernels_across_pes import SQUARE, relay, ring_waits_first, run_relay
 from kernels_for_findings import line_of
 
 import kbdebug.analysis.wait_chain as wait_chain
+from emulator.errors import DeadlockError
 from kbdebug.analysis import Analysis
-from kbdebug.analysis.wait_chain import CYCLE, DEPTH, STALL, WORK, WaitChains
+from kbdebug.analysis.wait_chain import CYCLE, DEPTH, STALL, UNMATCHED, WORK, WaitChains
 from kbdebug.cli import main
 from kbdebug.replay import Replay
 
@@ -112,3 +113,16 @@ def test_report_names_the_chain_in_text_and_json(relayed, capsys):
     assert chain["links"][0]["send_loc"]["line"] == send
     assert chain["root"]["kind"] == "work" and chain["root"]["pe"] == 0
     assert chain["stall"] == chain["links"][0]["stall"]
+
+
+def test_a_receive_that_never_got_its_message_stops_the_chain(tmp_path):
+    path = tmp_path / "ring.kbt"
+    with pytest.raises(DeadlockError):
+        run_relay(path, kernel=ring_waits_first)
+    replay = Replay.open(path, cache=False)
+    analysis = Analysis(replay)
+    for pe in range(PES):
+        chain = analysis.wait_chain(wait_event(replay, pe))
+        assert chain.links == () and chain.root.kind == UNMATCHED and chain.root.pe == pe
+        assert chain.root.loc.line == line_of(ring_waits_first, "wait")
+    assert analysis.worst_wait_chains == []

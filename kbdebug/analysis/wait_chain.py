@@ -189,7 +189,8 @@ class WaitChains:
             pe, begin = int(futs.pe[future]), int(futs.wait_begin[future])
             loc = self._loc(futs.wait_loc[future])
             stall = self._wait_stall(future)
-            if stall <= 0:
+            hanging = int(futs.wait_end[future]) < 0 and bool(futs.blocks[future])
+            if stall <= 0 and not hanging:
                 return WaitChain(event, tuple(links), ChainRoot(NOT_STALLED, pe, begin, loc, 0))
             if not self._is_receive(future):
                 root = ChainRoot(STALL, pe, begin, loc, stall, self._op(future))
