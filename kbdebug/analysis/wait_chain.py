@@ -252,8 +252,8 @@ class WaitChains:
 
     def worst(self, count: int) -> list[WaitChain]:
         """The chains of the ``count`` longest stalled receive waits, longest first: one
-        per wait line (a loop's or a ring's waits on one line tell one story), none
-        already a link of a longer one's chain."""
+        per wait line (a loop's or a ring's waits on one line tell one story), none that
+        shares a link with a longer one's chain."""
         futs, cmds = self.index.futures, self.index.commands
         cmd = np.asarray(futs.cmd, dtype=np.int64)[self._stalled_fut]
         ok = (cmd >= 0) & (cmd < len(cmds.op))
@@ -270,7 +270,12 @@ class WaitChains:
                 continue
             lines.add(line)
             chain = self.chain(begin)
-            if chain is not None and chain.links:
+            # A chain that runs into one already shown tells its story again.
+            if (
+                chain is not None
+                and chain.links
+                and all(link.wait_event not in shown for link in chain.links)
+            ):
                 out.append(chain)
                 shown.update(link.wait_event for link in chain.links)
             if len(out) >= count:
