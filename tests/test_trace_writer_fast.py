@@ -6,7 +6,7 @@ cache entry, locs made anew for every call)."""
 from __future__ import annotations
 
 import io
-import tracemalloc
+import sys
 from typing import Any
 
 import pytest
@@ -116,8 +116,10 @@ def test_a_stale_entry_under_a_sites_key_is_not_used():
 
 
 def test_locs_made_anew_for_every_call_keep_the_cache_bounded():
-    # The site cache holds an entry (and its loc) per loc object: with a loc made anew
-    # for every call, 40,000 more calls would keep some 10 MB were it not bounded.
+    # The site cache holds an entry (a few objects, its loc among them) per loc object:
+    # with a loc made anew for every call, 16,384 more calls (four times the bound of
+    # 4,096 entries) would keep some 48,000 more memory blocks were it not bounded; at
+    # most a full cache's, some 12,000, if it is.
     out = io.BytesIO()
     writer = TraceWriter(out)
     writer.begin(make_header())
@@ -128,15 +130,11 @@ def test_locs_made_anew_for_every_call_keep_the_cache_bounded():
             writer.emit_compound(*granted(cmd, cmd, "exp", "f32", loc))
 
     emit(range(5000))
-    tracemalloc.start()
-    try:
-        emit(range(5000, 45_000))
-        kept, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    # What stays: the trace written (some 12 bytes a call) and at most a full cache.
-    assert kept - len(out.getvalue()) < 2 << 20, f"{kept:,} bytes kept"
-    writer.end({"status": "ok", "end_time": 45_000, "error": None, "error_loc": None})
+    blocks = sys.getallocatedblocks()
+    emit(range(5000, 21_384))
+    grown = sys.getallocatedblocks() - blocks
+    assert grown < 16_384, f"{grown:,} more memory blocks"
+    writer.end({"status": "ok", "end_time": 21_384, "error": None, "error_loc": None})
     assert out.getvalue().count(b"\xa4k.py") == 1
 
 
