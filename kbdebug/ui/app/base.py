@@ -22,7 +22,7 @@ from kbdebug.replay import Replay
 from kbdebug.replay.opening import Opening
 from kbdebug.ui import queries
 from kbdebug.ui.app.breakpoint_actions import BreakpointActions
-from kbdebug.ui.app.keys import Key, key_actions, key_display, needs_trace
+from kbdebug.ui.app.keys import Key, bindings, key_actions, key_display, needs_trace
 from kbdebug.ui.app.loading import LoadingPanel
 from kbdebug.ui.app.palette import DebuggerCommands
 from kbdebug.ui.messages import (
@@ -45,7 +45,7 @@ TAB_HELP = ("tab", "Move the keyboard focus between panes (arrows scroll, Enter 
 class DebuggerApp(BreakpointActions, App[int]):
     """The app's frame and its moves over the focused run's ``replay``.
 
-    A mode sets ``KEYS`` (and ``BINDINGS = bindings(KEYS)``), ``HELP_INTRO``, and
+    A mode sets ``KEYS`` (its bindings are made from them) and ``HELP_INTRO``, and
     provides ``replay`` (the run the keys move, None while opening), ``findings``
     (that run's, None while computed) and the hooks below marked "a mode's".
     """
@@ -69,6 +69,12 @@ class DebuggerApp(BreakpointActions, App[int]):
 
     breakpoint_generation = var(0, init=False)
     """Bumped whenever breakpoints change so the source marks are redrawn."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # Before Textual's own hook, which reads the class's BINDINGS.
+        if "KEYS" in cls.__dict__:
+            cls.BINDINGS = bindings(cls.KEYS)
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, paths: Sequence[str], opening: Opening | None = None) -> None:
         """Debug the traces at ``paths`` (opened in a worker unless a mode has them

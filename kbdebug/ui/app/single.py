@@ -23,7 +23,7 @@ from kbdebug.ui import queries
 from kbdebug.ui.app.base import DebuggerApp
 from kbdebug.ui.app.header import StatusHeader
 from kbdebug.ui.app.keybar import KeyBar
-from kbdebug.ui.app.keys import KEYS, bindings
+from kbdebug.ui.app.keys import KEYS
 from kbdebug.ui.app.loading import LoadingPanel
 from kbdebug.ui.app.pane_actions import PaneActions
 from kbdebug.ui.app.reload_actions import ReloadActions
@@ -72,7 +72,6 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
     # Absolute, so subclasses in other directories (benchmarks, tests) find it too.
     CSS_PATH = Path(__file__).with_name("app.tcss")
     KEYS = KEYS
-    BINDINGS = bindings(KEYS)
     HELP_INTRO = INTRO
 
     # Plain vars: the panes bound to them repaint themselves; an App reactive would

@@ -25,7 +25,6 @@ from kbdebug.safe_text import escape
 from kbdebug.ui import queries
 from kbdebug.ui.app.base import DebuggerApp
 from kbdebug.ui.app.keybar import KeyBar
-from kbdebug.ui.app.keys import bindings
 from kbdebug.ui.app.loading import LoadingPanel
 from kbdebug.ui.compare.findings import FindingGroupsView, RunFindingChosen
 from kbdebug.ui.compare.futures import FuturePair
@@ -68,7 +67,6 @@ class CompareApp(DebuggerApp):
     # Absolute, so subclasses in other directories (benchmarks, tests) find it too.
     CSS_PATH = Path(__file__).with_name("app.tcss")
     KEYS = KEYS
-    BINDINGS = bindings(KEYS)
     HELP_INTRO = INTRO
 
     position_a = var(0, init=False)
