@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from kernels_across_pes import SQUARE, relay, ring_waits_first, run_relay
+from kernels_across_pes import SQUARE, relay, ring_relay, ring_waits_first, run_relay
 from kernels_for_findings import line_of
 
 import kbdebug.analysis.wait_chain as wait_chain
@@ -126,3 +126,16 @@ def test_a_receive_that_never_got_its_message_stops_the_chain(tmp_path):
         assert chain.links == () and chain.root.kind == UNMATCHED and chain.root.pe == pe
         assert chain.root.loc.line == line_of(ring_waits_first, "wait")
     assert analysis.worst_wait_chains == []
+
+
+def test_report_shows_a_story_once_though_its_waits_are_on_two_lines(tmp_path):
+    path = tmp_path / "ring.kbt"
+    run_relay(path, kernel=ring_relay)
+    replay = Replay.open(path, cache=False)
+    analysis = Analysis(replay)
+    (chain,) = analysis.worst_wait_chains  # PE 3's wait is a link of PE 0's chain
+    assert [link.pe for link in chain.links] == [0, 3, 2, 1]
+    assert chain.links[0].wait_loc.line == line_of(ring_relay, "back")
+    assert chain.links[1].wait_loc.line == line_of(ring_relay, "wait")
+    # PE 0 filled its tile before sending, after PE 1 began waiting: its own work.
+    assert chain.root.kind == WORK and chain.root.pe == 0
