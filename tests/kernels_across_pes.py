@@ -41,18 +41,20 @@ def relay(tl, out_ptr, n_dots):
         tl.store(out_ptr, acc)
 
 
-def ring_relay(tl, out_ptr, n_dots):
-    """A ring: PE 0 sends first and waits for the message to come round (its own line);
-    every other PE waits for its left neighbour, computes and passes on."""
+def ring_relay(tl, out_ptr, n_dots, rounds=2):
+    """A ring, ``rounds`` times: PE 0 sends and waits for the message to come round (its
+    own line); every other PE waits for its left neighbour, computes and passes on."""
     pid = tl.program_id(0)
-    if pid == 0:
-        tl.send("right", tl.zeros(SQUARE, "f32"))
-        acc = tl.wait(tl.recv_async("left", SQUARE, "f32"))  # mark: back
-    else:
-        acc = tl.wait(tl.recv_async("left", SQUARE, "f32"))  # mark: wait
-        for _ in range(n_dots):
-            acc = tl.dot(acc, acc)
-        tl.send("right", acc)
+    acc = tl.zeros(SQUARE, "f32")
+    for _ in range(rounds):
+        if pid == 0:
+            tl.send("right", acc)
+            acc = tl.wait(tl.recv_async("left", SQUARE, "f32"))  # mark: back
+        else:
+            acc = tl.wait(tl.recv_async("left", SQUARE, "f32"))  # mark: wait
+            for _ in range(n_dots):
+                acc = tl.dot(acc, acc)
+            tl.send("right", acc)
     tl.store(out_ptr, acc)
 
 

@@ -13,7 +13,15 @@ from kernels_for_findings import line_of
 import kbdebug.analysis.wait_chain as wait_chain
 from emulator.errors import DeadlockError
 from kbdebug.analysis import Analysis
-from kbdebug.analysis.wait_chain import CYCLE, DEPTH, STALL, UNMATCHED, WORK, WaitChains
+from kbdebug.analysis.wait_chain import (
+    CYCLE,
+    DEPTH,
+    STALL,
+    TRANSIT,
+    UNMATCHED,
+    WORK,
+    WaitChains,
+)
 from kbdebug.cli import main
 from kbdebug.replay import Replay
 
@@ -133,9 +141,22 @@ def test_report_shows_a_story_once_though_its_waits_are_on_two_lines(tmp_path):
     run_relay(path, kernel=ring_relay)
     replay = Replay.open(path, cache=False)
     analysis = Analysis(replay)
-    (chain,) = analysis.worst_wait_chains  # PE 3's wait is a link of PE 0's chain
+    # PE 0's first wait goes round the ring once; PE 1's second wait goes through it
+    # (a chain on the other line that tells the same story again), PE 3's first is in it.
+    (chain,) = analysis.worst_wait_chains
     assert [link.pe for link in chain.links] == [0, 3, 2, 1]
     assert chain.links[0].wait_loc.line == line_of(ring_relay, "back")
     assert chain.links[1].wait_loc.line == line_of(ring_relay, "wait")
-    # PE 0 filled its tile before sending, after PE 1 began waiting: its own work.
-    assert chain.root.kind == WORK and chain.root.pe == 0
+    # Every PE filled its tile at the same time: PE 0's send left as PE 1 began waiting.
+    assert chain.root.kind == TRANSIT and chain.root.pe == 0
+    second = [c for c in map(analysis.wait_chain, _waits(replay, pe=1)) if c.links][1]
+    assert chain.links[0].wait_event in {link.wait_event for link in second.links}
+
+
+def _waits(replay: Replay, pe: int) -> list[int]:
+    futs = replay.index.futures
+    return [
+        int(futs.wait_begin[f])
+        for f in range(len(futs.cmd))
+        if futs.pe[f] == pe and futs.wait_begin[f] >= 0
+    ]
