@@ -102,3 +102,28 @@ def test_the_documented_report_schema_is_the_code_s():
     block = "\n".join(line[4:] for line in block.split("\n"))
     page = (Path(__file__).parents[1] / "docs" / "json-schemas.md").read_text()
     assert block in page
+
+
+def _gap(pe: int, gap: int):
+    from emulator.trace.schema import SourceLoc
+    from kbdebug.analysis.finding import Finding
+
+    loc = SourceLoc("k.py", 3, "kernel")
+    ident = "KB106:k.py::kernel::def#0" + (f":pe{pe}" if pe else "")
+    return Finding(ident, "KB106", "below-bound", pe, 0, 1, (pe,), loc, "m", "s", gap, 0.1, gap)
+
+
+def test_a_below_bound_gap_saves_on_the_launch_only_what_its_last_pe_gives_back():
+    """KB106 is a per-PE gap; on a mesh its saving is what the launch's end gains with
+    every listed PE's gap closed: nothing when a PE without the gap ends last."""
+    from kbdebug.analysis.across_pes import group_across_pes
+
+    ends = {0: 1000, 1: 1200, 2: 900}
+    # PE 1 ends last and has no gap: closing PE 0's and PE 2's saves nothing.
+    assert group_across_pes([_gap(0, 300), _gap(2, 100)], ends=ends, floor=0.03) == []
+    # PE 1's gap of 400: the launch then ends with PE 0 at 1000, 200 earlier.
+    (f,) = group_across_pes([_gap(1, 400), _gap(2, 100)], ends=ends, start=0, floor=0.03)
+    assert (f.saving, f.pes, f.pe_savings) == (200, (1, 2), (400, 100))
+    assert f.share == 200 / 1200
+    # Below the floor (3 % of 1,200 cycles) it is dropped.
+    assert group_across_pes([_gap(1, 30)], ends=ends, floor=0.03) == []

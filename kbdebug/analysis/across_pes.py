@@ -68,13 +68,22 @@ def _ranges(pes: tuple[int, ...]) -> str:
     return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
-def group_across_pes(findings: Iterable[Finding]) -> list[Finding]:
+def group_across_pes(
+    findings: Iterable[Finding],
+    ends: dict[int, int] | None = None,
+    start: int = 0,
+    floor: float = 0.0,
+) -> list[Finding]:
     """One finding per (rule, site) over every PE, in the order of their first events.
 
     Its saving is the launch's (the line fixed on every PE: the rules give each PE's
-    finding that figure; the largest is kept where they differ, as KB106's per-PE
-    gaps do), its ``pe_savings`` each PE's own gain in ``pes`` order; counts and
-    stalls add up; the message and suggestion are the first PE's.
+    finding that figure), its ``pe_savings`` each PE's own gain in ``pes`` order;
+    counts and stalls add up; the message and suggestion are the first PE's. KB106's
+    per-PE gaps are made the launch's with ``ends`` (each PE's end cycle; the launch
+    starts at ``start``): the launch
+    ends when its last PE does, so closing the gaps of PEs that do not end last saves
+    nothing; such a KB106 whose launch saving is under ``floor`` (a share of the
+    launch's length) is dropped.
     """
     groups: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
@@ -104,5 +113,21 @@ def group_across_pes(findings: Iterable[Finding]) -> list[Finding]:
                 stall=sum(f.stall for f in members),
             )
         )
+    if ends:
+        out = [g for g in (_launch_gap(f, ends, start, floor) for f in out) if g is not None]
     out.sort(key=lambda f: (f.events[0] if f.events else f.start, f.id))
     return out
+
+
+def _launch_gap(f: Finding, ends: dict[int, int], start: int, floor: float) -> Finding | None:
+    """KB106 with its saving on the launch's end: its PEs' gaps closed, the others as they
+    ended (other rules' savings are the launch's already)."""
+    if f.rule != "KB106" or len(ends) < 2:
+        return f
+    gaps = dict(zip(f.pes or (f.pe,), f.pe_savings or (f.pe_saving,), strict=True))
+    end = max(ends.values())
+    saving = end - max(e - gaps.get(pe, 0) for pe, e in ends.items())
+    length = end - start
+    if saving <= 0 or saving < floor * length:
+        return None
+    return replace(f, saving=saving, share=saving / max(length, 1))

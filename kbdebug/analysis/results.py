@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from kbdebug.analysis.across_pes import group_across_pes
-from kbdebug.analysis.findings import find_all
+from kbdebug.analysis.findings import MIN_SHARE, find_all
 from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficiency
 from kbdebug.analysis.select import incomplete
@@ -69,7 +69,10 @@ class Analysis:
         return self._once(
             "_findings",
             lambda: group_across_pes(
-                with_stable_ids(self.replay.index, find_all(self.replay, self.model))
+                with_stable_ids(self.replay.index, find_all(self.replay, self.model)),
+                ends={b.pe: b.end for b in self.bounds},
+                start=min((b.start for b in self.bounds), default=0),
+                floor=MIN_SHARE,
             ),
         )
 

@@ -21,6 +21,8 @@ from kbdebug.safe_text import escape
 #: Futures the text report lists in issue order, then the worst stalls.
 FIRST_FUTURES = 20
 WORST_STALLS = 10
+#: Rules about a PE's whole kernel rather than one line (their saving closes each PE's gap).
+WHOLE_KERNEL = ("KB106", "KB111")
 #: Wait lines the text report lists.
 STALL_LINES = 10
 #: Links of a wait chain the text report shows before the root (--json has them all).
@@ -116,15 +118,19 @@ def _finding_lines(f: Finding, share: float, n_pes: int) -> list[str]:
             if low == high
             else f"per PE {low:,} / {f.pe_saving:,} / {high:,} (min / median / max)"
         )
-        saving += f" on the launch's end, the line fixed on every PE; {each}"
+        how = "the line fixed on every PE" if f.rule not in WHOLE_KERNEL else "all of them fixed"
+        saving += f" on the launch's end, {how}; {each}"
     elif f.pe_saving and f.pe_saving != f.saving:
         saving += f" with the line fixed on every PE that has it, {f.pe_saving:,} on this PE"
+    times = f"{f.count:,} time{'s' if f.count != 1 else ''}"
+    # The message is one PE's: say whose when the finding holds on several.
+    message = f"PE {pes[0]}: {f.message}" if len(pes) > 1 else f.message
     lines = [
         f"  {escape(short_id(f), 512)}  {escape(f.title, 64)}",
-        f"      {where_text(f, n_pes)}, {f.count:,}x, {saving}",
+        f"      {where_text(f, n_pes)}; {times}; {saving}",
         f"      {at}",
         *(f"      with {_where(x, caller=True)}" for x in f.also),
-        f"      {escape(f.message)}",
+        f"      {escape(message)}",
         f"      fix: {escape(f.suggestion)}",
         f"      id: {escape(f.id, 512)}" + (f"  [{escape(f.line_id, 512)}]" if f.line_id else ""),
     ]
