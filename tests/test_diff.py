@@ -98,6 +98,40 @@ def test_slower_run_or_new_finding_is_a_regression():
     assert [f.id for f in noisier.added] == [f"KB102:{KERNEL}:50"]
 
 
+def test_a_faster_run_that_uncovers_a_smaller_finding_is_no_regression():
+    """Fixing the main stall often makes a smaller one visible: B is faster, its new
+    finding is listed as added, and --fail-on-regression does not fail it."""
+    faster = compare(summary(), summary(end=700), [finding("KB101", 46)], [finding("KB102", 50)])
+    assert [f.id for f in faster.added] == [f"KB102:{KERNEL}:50"]
+    assert not faster.regression
+    as_slow = compare(summary(), summary(end=1000), [finding("KB101", 46)], [finding("KB102", 50)])
+    assert as_slow.regressions == ["B adds 1 finding"]
+
+
+def test_findings_of_a_kernel_file_renamed_in_b_are_the_same_findings():
+    """Before and after kept as two files (qk_buggy.py, qk_fixed.py): the LineMap pairs
+    them, and a finding at the same call is kept, not removed and added."""
+
+    class Renamed:
+        renamed = {"qk_buggy.py": "qk_fixed.py"}
+
+        def b_line(self, file, line):
+            return (self.renamed.get(file, file), line)
+
+        def a_line(self, file, line):
+            return ({b: a for a, b in self.renamed.items()}.get(file, file), line)
+
+    def at(file: str, rule: str = "KB101") -> Finding:
+        ident = f"{rule}:{file}::decode::tl.load(q)#0@{file}::main::decode()#0"
+        return replace(finding(rule, 46), id=ident)
+
+    diff = compare(summary(), summary(), [at("qk_buggy.py")], [at("qk_fixed.py")], lines=Renamed())
+    assert (diff.added, diff.removed) == ([], [])
+    assert diff.kept == [at("qk_fixed.py").id]
+    other = compare(summary(), summary(), [at("qk_buggy.py")], [at("qk_fixed.py", "KB102")])
+    assert len(other.added) == len(other.removed) == 1
+
+
 def test_stall_lines_match_by_file_and_line_not_function():
     b = summary(stall_by_line=[
         LineStall(SourceLoc(KERNEL, 46, "renamed"), 4, 100),

@@ -6,13 +6,16 @@ Pure (no Textual, no printing). :func:`compare` takes each run's
 
 Matching: PEs by number, channels and engines by name (``pe0.dma_read0``),
 findings by their edit-proof id (:mod:`kbdebug.analysis.identity`: an edit that
-moves lines does not make a finding "removed" and "added"), stalls by wait source
+moves lines does not make a finding "removed" and "added"; a kernel file that B keeps
+under another name, paired by the LineMap, is the same file), stalls by wait source
 line through a :class:`~kbdebug.analysis.align.LineMap` of the two runs' embedded
 sources (``qk.py:28 → qk.py:29``), or by file and line without one.
 
 A regression is B not completing (kernel error, deadlock, interrupted, truncated,
-no events), or, when both completed, B ending later than A or having a finding A
-has not. When either run did not complete, no number gets a "better" or "worse"
+no events), or, when both completed, B ending later than A, or B having a finding A
+has not while not ending earlier (a fix often uncovers a smaller serialisation that
+the larger one hid: B is then faster, and its new findings are listed, not a
+regression). When either run did not complete, no number gets a "better" or "worse"
 verdict: a run cut short ends early and stalls little, which is no improvement.
 When A did not complete and B did, nothing else is a regression.
 """
@@ -199,10 +202,11 @@ def compare(
             )
         )
     busy = _busy(a, b)
-    a_ids = {f.id: f for f in a_findings}
+    renamed = lines.renamed if lines is not None else {}
+    a_ids = {_in_b(f.id, renamed): f for f in a_findings}
     b_ids = {f.id: f for f in b_findings}
     added = [f for f in b_findings if f.id not in a_ids]
-    removed = [f for f in a_findings if f.id not in b_ids]
+    removed = [f for f in a_findings if _in_b(f.id, renamed) not in b_ids]
     kept = [f.id for f in b_findings if f.id in a_ids]
     regressions = []
     if b_incomplete is not None:
@@ -210,7 +214,7 @@ def compare(
     elif a_incomplete is None:
         if b.end_time > a.end_time:
             regressions.append(f"B ends {b.end_time - a.end_time:,} cycles later than A")
-        if added:
+        if added and b.end_time >= a.end_time:
             regressions.append(f"B adds {len(added)} finding{'s' if len(added) != 1 else ''}")
     return RunDiff(
         a=a,
@@ -313,3 +317,18 @@ def _lines(a: Summary, b: Summary, lines: LineMap | None, better: str) -> list[L
         )
     )
     return out
+
+
+def _in_b(ident: str, renamed: dict[str, str]) -> str:
+    """A's finding id with A's kernel files named as B names them (``RULE:FILE::...``,
+    and each ``@FILE::...`` of a helper's caller)."""
+    if not renamed:
+        return ident
+    rule, sep, rest = ident.partition(":")
+    parts = rest.split("@")
+    for i, part in enumerate(parts):
+        for fa, fb in renamed.items():
+            if part.startswith(fa + ":"):
+                parts[i] = fb + part[len(fa) :]
+                break
+    return rule + sep + "@".join(parts)

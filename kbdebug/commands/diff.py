@@ -1,8 +1,9 @@
 """`kbdebug diff A B`: two runs side by side, and whether B regressed.
 
-Exit status: 0; with ``--fail-on-regression``, 1 when B ends later than A or has a
-finding A has not (findings matched by their edit-proof id, so moving lines is no
-regression), and 3 when B did not complete (kernel error, deadlock, interrupted,
+Exit status: 0; with ``--fail-on-regression``, 1 when B ends later than A, or has a
+finding A has not without ending earlier (findings matched by their edit-proof id, so
+moving lines or renaming the kernel file is no regression; a faster B's new findings
+are listed, not failed), and 3 when B did not complete (kernel error, deadlock, interrupted,
 truncated, no events: its numbers cover only what ran, and a run cut short is never
 "better"); 2 for a bad trace file (not a trace, empty, cut off inside its header).
 The reasons are listed at the end of the text and on stderr.
@@ -52,8 +53,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "  kbdebug run decode_blocking -o blocking.kbt\n"
         "  kbdebug run decode_prefetch -o prefetch.kbt\n"
         "  kbdebug diff blocking.kbt prefetch.kbt --fail-on-regression\n\n"
-        "exit status: 0; with --fail-on-regression 1 when B is slower or adds a finding,\n"
-        "3 when B did not complete; 2 for a bad trace file",
+        "exit status: 0; with --fail-on-regression 1 when B is slower, or adds a finding\n"
+        "without being faster; 3 when B did not complete; 2 for a bad trace file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="A", help="the trace before (baseline)")
@@ -68,7 +69,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when B ends later than A or adds a finding, 3 when B did not complete",
+        help="exit 1 when B ends later than A, or adds a finding without ending earlier; "
+        "3 when B did not complete",
     )
 
 
