@@ -86,7 +86,7 @@ def test_a_refused_launch_leaves_a_previous_trace_and_an_empty_file_as_they_were
     before = good.read_bytes()
     empty.touch()
     for out in (good, empty):
-        assert main(["run", f"{launches}:launch_refused", "-q", "-o", str(out)]) == 1
+        assert main(["run", f"{launches}:launch_refused", "-q", "-o", str(out)]) == 2
         assert "nothing ran, no trace written" in capsys.readouterr().err
     assert good.read_bytes() == before
     assert empty.exists() and empty.stat().st_size == 0
@@ -189,7 +189,7 @@ def test_a_fifo_is_written_as_a_stream_and_never_removed(launches, tmp_path):
         with open(fifo, "rb") as f:
             got.append(f.read())
 
-    for argv, status in (((*SMALL,), 0), ((f"{launches}:launch_refused", "-q"), 1)):
+    for argv, status in (((*SMALL,), 0), ((f"{launches}:launch_refused", "-q"), 2)):
         reader = threading.Thread(target=read_it)
         reader.start()
         done = run_kbdebug("run", *argv, "-o", str(fifo))

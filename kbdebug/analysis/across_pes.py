@@ -120,14 +120,17 @@ def group_across_pes(
 
 
 def _launch_gap(f: Finding, ends: dict[int, int], start: int, floor: float) -> Finding | None:
-    """KB106 with its saving on the launch's end: its PEs' gaps closed, the others as they
-    ended (other rules' savings are the launch's already)."""
-    if f.rule != "KB106" or len(ends) < 2:
+    """On a mesh: a finding's share of the launch's time, and KB106's saving on the
+    launch's end, its PEs' gaps closed and the others as they ended (other rules'
+    savings are the launch's already)."""
+    if len(ends) < 2:
         return f
-    gaps = dict(zip(f.pes or (f.pe,), f.pe_savings or (f.pe_saving,), strict=True))
     end = max(ends.values())
-    saving = end - max(e - gaps.get(pe, 0) for pe, e in ends.items())
     length = end - start
+    if f.rule != "KB106":  # on a mesh a share is of the launch's time, as the saving is
+        return replace(f, share=f.saving / max(length, 1))
+    gaps = dict(zip(f.pes or (f.pe,), f.pe_savings or (f.pe_saving,), strict=True))
+    saving = end - max(e - gaps.get(pe, 0) for pe, e in ends.items())
     if saving <= 0 or saving < floor * length:
         return None
     return replace(f, saving=saving, share=saving / max(length, 1))

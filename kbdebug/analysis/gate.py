@@ -1,7 +1,8 @@
 """The CI gate of ``report --fail-on`` and ``diff``: which findings fail a run, and the exit status.
 
 A finding fails the gate when a selector (:mod:`kbdebug.analysis.select`) picks it and
-its estimated saving reaches ``min_saving`` of its PE's kernel time; a run that did not
+its estimated saving reaches ``min_saving`` of its PE's kernel time (of the launch's on
+a mesh, where a finding's saving is the launch's); a run that did not
 complete fails whatever the selector (its findings cover only what ran).
 """
 

@@ -6,7 +6,8 @@ Exit status:
     the report was printed (and the ``--fail-on`` gate, if given, passed);
 1
     ``--fail-on`` selects a finding present in the trace whose estimated saving
-    reaches ``--min-saving`` of its PE's kernel time (the matches are listed on stderr);
+    reaches ``--min-saving`` of its PE's kernel time (of the launch's time for a finding
+    on several PEs; the matches are listed on stderr);
 2
     bad input: not a trace (unreadable, corrupt, empty, cut off inside its header),
     a bad selector or a bad ``--min-saving``; one line on stderr, nothing on stdout;

@@ -193,9 +193,10 @@ def _report_written(
         reason = writer.write_error.strerror or writer.write_error
         raise UserError(f"cannot write {out.name}: {reason}", status=1)
     if failure is not None and writer.events == 0:
-        # Refused before anything ran (a grid the mesh cannot hold, say): no trace to keep.
+        # Refused before anything ran (a grid the mesh cannot hold, say): bad input, no
+        # trace to keep.
         out.discard()
-        raise UserError(f"{failure} (nothing ran, no trace written)", status=1)
+        raise UserError(f"{failure} (nothing ran, no trace written)", status=2)
     if stopped is not None:
         raise UserError(_interrupted(out, writer, stopped), status=130)
     size = out.size()
@@ -222,7 +223,9 @@ def _failure_message(failure: EmulatorError, traceback: bool) -> str:
 
 def _print_result(result, elapsed: float) -> None:
     print(f"end:    simulated {result.end_time:,} cycles in {elapsed:.2f} s of wall time")
-    print(f"stall:  {result.metrics['stall_cycles']:,} cycles waiting in tl.wait")
+    pes = len(result.pe_end_times)
+    summed = f", summed over {pes} PEs" if pes > 1 else ""
+    print(f"stall:  {result.metrics['stall_cycles']:,} cycles waiting in tl.wait{summed}")
     print(f"reads:  {result.metrics['dma_read_count']:,} DMA reads")
     sys.stdout.flush()  # on screen before the check's status line
 

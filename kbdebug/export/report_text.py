@@ -124,7 +124,8 @@ def _finding_lines(f: Finding, share: float, n_pes: int) -> list[str]:
         saving += f" with the line fixed on every PE that has it, {f.pe_saving:,} on this PE"
     times = f"{f.count:,} time{'s' if f.count != 1 else ''}"
     # The message is one PE's: say whose when the finding holds on several.
-    message = f"PE {pes[0]}: {f.message}" if len(pes) > 1 else f.message
+    named = f.message.startswith("PE")
+    message = f"PE {pes[0]}: {f.message}" if len(pes) > 1 and not named else f.message
     lines = [
         f"  {escape(short_id(f), 512)}  {escape(f.title, 64)}",
         f"      {where_text(f, n_pes)}; {times}; {saving}",
