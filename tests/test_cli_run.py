@@ -241,7 +241,7 @@ def test_set_mesh_reaches_a_user_scenario_without_a_config_parameter(tmp_path, c
         "    return Scenario(kernel=k, args=(), grid=(4,), memory=Memory(1024))\n"
     )
     out = tmp_path / "g.kbt"
-    assert main(["run", f"{path}:launch", "-q", "-o", str(out)]) == 1
+    assert main(["run", f"{path}:launch", "-q", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "needs 4 PEs but the mesh has 1" in err and "no trace written" in err
     assert not out.exists()
