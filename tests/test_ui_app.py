@@ -68,7 +68,7 @@ async def test_w_then_c_stops_at_a_stalled_wait_and_marks_its_line():
         future = int(replay.index.columns.fut[first])
         loc = replay.index.loc(int(replay.index.columns.loc[first]))
         text = header(app)
-        assert "stopped at a stalled tl.wait" in text
+        assert "stopped" in text and "stalled" in text
         assert f"future {future}" in text
         assert f"attention.py:{loc.line}" in text
         source = app.query_one(SourceView)
@@ -532,7 +532,42 @@ async def test_a_trace_given_by_path_loads_in_a_worker_behind_a_progress_bar():
         assert not app.query(LoadingPanel)
         assert app.replay is not None and app.replay.n_events > 0
         await pilot.press("w", "c")
-        assert "stalled tl.wait" in header(app)
+        assert "stopped where a blocking tl.load stalled" in header(app)
+
+
+async def test_a_stop_at_a_blocking_loads_wait_says_it_is_a_blocking_tl_load():
+    # The first stalled wait of the bundled trace is a blocking tl.load's own: its line
+    # has no tl.wait, and the status must not say there is one.
+    replay = fresh("flawed_prefetch")
+    index = replay.index
+    first = stalled_waits(replay)[0]
+    future = int(index.columns.fut[first])
+    assert index.string(int(index.commands.op[int(index.futures.cmd[future])])) == "load"
+    stall = int(index.futures.stall[future])
+    loc = index.loc(int(index.columns.loc[first]))
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("w", "c")
+        assert app.status.startswith(
+            f"stopped where a blocking tl.load stalled {stall:,} cycles "
+            f"at attention.py:{loc.line}: PE 0, future {future}"
+        )
+        assert "tl.wait" not in app.status
+        # A tl.wait's stop still says tl.wait.
+        await press_until_wait(app, pilot)
+        assert app.status.startswith("stopped at a stalled tl.wait at attention.py:")
+
+
+async def press_until_wait(app: KbdebugApp, pilot) -> None:
+    """Continue until the stop is at a tl.wait (a wait that is not a blocking load's)."""
+    index = app.replay.index
+    for _ in range(50):
+        await pilot.press("c")
+        future = int(index.columns.fut[current_event(app)])
+        if index.string(int(index.commands.op[int(index.futures.cmd[future])])) != "load":
+            return
+    raise AssertionError("no tl.wait stop within 50 continues")
 
 
 async def test_a_bad_file_loaded_in_the_worker_exits_with_status_2(tmp_path):

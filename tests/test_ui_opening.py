@@ -61,7 +61,7 @@ async def test_the_app_collects_the_opening_started_before_it(large):
         assert app.replay.n_events == started.result().n_events
         assert app.stamp == started.stamp
         await pilot.press("w", "c")
-        assert "stalled tl.wait" in header(app)
+        assert "a blocking tl.load stalled" in header(app)
 
 
 async def test_a_trace_broken_after_its_header_fails_in_the_app_with_one_line(

@@ -249,7 +249,10 @@ def tl_call_text(replay: Replay, i: int, place: bool = True) -> str:
         future = int(c.fut[i])
         loc = index.loc(int(c.loc[i]))
         where = f" at {short_loc(loc)}" if loc is not None and place else ""
-        text = f"PE {pe} tl.wait on future {future}{where}"
+        if blocking_load(replay, future):
+            text = f"PE {pe} blocking tl.load future {future}{where}"
+        else:
+            text = f"PE {pe} tl.wait on future {future}{where}"
         f = index.futures
         if 0 <= future < len(f.stall):
             if f.wait_end[future] < 0:
@@ -321,6 +324,17 @@ def finding_event(replay: Replay, finding: Finding) -> int | None:
     return int(finding.events[0])
 
 
+def blocking_load(replay: Replay, future: int) -> bool:
+    """Whether ``future``'s wait is a blocking ``tl.load``'s own (no ``tl.wait`` in the
+    source: the load waits for its data before it returns)."""
+    index = replay.index
+    f, k = index.futures, index.commands
+    if not 0 <= future < len(f.cmd):
+        return False
+    cmd = int(f.cmd[future])
+    return 0 <= cmd < len(k.op) and index.string(int(k.op[cmd])) == "load"
+
+
 def short_loc_of(file: str, line: int) -> str:
     return f"{file.rsplit('/', 1)[-1]}:{line}"
 
@@ -345,9 +359,16 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
                 if replay.status == "deadlock"
                 else f"is still waiting when the trace ends ({replay.status})"
             )
-            return f"stopped at a stalled tl.wait{where}: PE {pe} {forever} for future {future}"
+            what = "blocking tl.load" if blocking_load(replay, future) else "tl.wait"
+            return f"stopped at a stalled {what}{where}: PE {pe} {forever} for future {future}"
         # The stall before the future: on a narrow screen the end is cut, and the header's
         # first line already names the future.
+        if blocking_load(replay, future):
+            # A blocking load waits inside the call: its line has no tl.wait to point at.
+            return (
+                f"stopped where a blocking tl.load stalled {stall:,} cycles{where}: "
+                f"PE {pe}, future {future}"
+            )
         waits = f"PE {pe} waits {stall:,} cycles for future {future}"
         return f"stopped at a stalled tl.wait{where}: {waits}"
     if isinstance(bp, SourceLine) and loc is not None:
