@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from emulator.dtypes import name_of, to_numpy
-from emulator.errors import AddressError, ShapeError
+from emulator.errors import AddressError, DtypeError, ShapeError
 
 ALIGN = 64
 
@@ -58,7 +58,10 @@ class Memory:
     def get(self, addr: int, shape: tuple[int, ...], dtype: str = "f16") -> np.ndarray:
         """A copy of the array of ``shape`` and ``dtype`` stored at ``addr``."""
         # Every load's data comes through here: inlined rather than a call to view().
-        np_dtype = to_numpy(dtype)
+        try:
+            np_dtype = to_numpy(dtype)
+        except DtypeError:
+            np_dtype = _numpy_dtype(dtype)  # a check's np.float32 names its dtype too
         shape = check_shape(shape)
         nbytes = math.prod(shape) * np_dtype.itemsize
         self.check(addr, nbytes)
@@ -105,3 +108,12 @@ def check_shape(shape: object) -> tuple[int, ...]:
     ):
         raise ShapeError(f"shape must be a tuple of non-negative integers, got {shape!r}")
     return dims
+
+
+def _numpy_dtype(dtype) -> np.dtype:
+    """``dtype`` given as numpy's (``np.float32``, ``np.dtype("f4")``) when the emulator
+    has it; DtypeError naming the known names otherwise."""
+    try:
+        return to_numpy(name_of(np.dtype(dtype)))
+    except (TypeError, ValueError):
+        return to_numpy(dtype)  # raises DtypeError naming the known ones

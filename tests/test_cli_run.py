@@ -247,3 +247,30 @@ def test_set_mesh_reaches_a_user_scenario_without_a_config_parameter(tmp_path, c
     assert not out.exists()
     assert main(["run", f"{path}:launch", "--set", "mesh_cols=4", "-q", "-o", str(out)]) == 0
     assert read_trace(out).header["mesh"] == [1, 4]
+
+
+def test_a_check_that_raises_is_one_line_naming_its_line_and_the_trace_stays(tmp_path, capsys):
+    """A bug in the scenario's own check (not a wrong output) is one line with the
+    exception and the check's line, exit 1, no traceback; the trace is kept."""
+    path = tmp_path / "checked.py"
+    path.write_text(
+        "import numpy as np\n"
+        "from emulator import Memory\n"
+        "from emulator.scenarios import Scenario\n"
+        "def k(tl, p):\n"
+        "    tl.wait(tl.load_async(p, (4, 4), 'f32'))\n"
+        "def launch():\n"
+        "    mem = Memory(1024)\n"
+        "    p = mem.put(np.ones((4, 4), np.float32))\n"
+        "    def check(memory):\n"
+        "        got = memory.get(p, (4, 4), np.float32)\n"
+        "        assert got.sum() == 16\n"
+        "        {}['missing']\n"
+        "    return Scenario(kernel=k, args=(p,), grid=(1,), memory=mem, check=check)\n"
+    )
+    out = tmp_path / "c.kbt"
+    assert main(["run", f"{path}:launch", "-q", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "the scenario's check raised KeyError: 'missing' at checked.py:12" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert out.exists()  # the run itself completed: its trace is worth opening

@@ -131,7 +131,7 @@ def _run(args: argparse.Namespace) -> int:
             message = None
             if scenario.check is not None and not args.no_check:
                 status.phase("checking output against numpy")
-                message, seconds = _check(scenario)
+                message, seconds = _check(scenario, args.traceback)
                 status.clear()
                 if message is None:
                     print(
@@ -230,14 +230,40 @@ def _print_result(result, elapsed: float) -> None:
     sys.stdout.flush()  # on screen before the check's status line
 
 
-def _check(scenario: Scenario) -> tuple[str | None, float]:
-    """Run the scenario's numpy check: (None, or what failed; wall seconds it took)."""
+def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, float]:
+    """Run the scenario's numpy check: (None, or what failed; wall seconds it took).
+
+    A check that raises anything but AssertionError is a bug in the check, not a wrong
+    output: one line naming the exception and the check's line that raised it."""
     started = time.perf_counter()
     try:
         scenario.check(scenario.memory)
     except AssertionError as e:
         return f"output check failed: {e}", time.perf_counter() - started
+    except Exception as e:  # noqa: BLE001 - the user's code: say what it raised, where
+        if traceback:
+            import traceback as tb
+
+            tb.print_exc(file=sys.stderr)
+        where = _check_line(scenario.check, e)
+        text = " ".join(str(e).split())[:500]
+        return (
+            f"the scenario's check raised {type(e).__name__}: {text}{where} (the trace is "
+            "written; --traceback shows the check's traceback)",
+            time.perf_counter() - started,
+        )
     return None, time.perf_counter() - started
+
+
+def _check_line(check, error: BaseException) -> str:
+    """`` at FILE:LINE``: the deepest line of the check's own file in the traceback."""
+    import traceback as tb
+
+    code = getattr(check, "__code__", None)
+    frames = tb.extract_tb(error.__traceback__)
+    mine = [f for f in frames if code is not None and f.filename == code.co_filename]
+    frame = (mine or frames or [None])[-1]
+    return "" if frame is None else f" at {Path(frame.filename).name}:{frame.lineno}"
 
 
 def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:

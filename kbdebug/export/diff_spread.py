@@ -11,7 +11,7 @@ import re
 from statistics import median_low
 
 from kbdebug.analysis.run_diff import Change
-from kbdebug.export.report_spread import SPREAD_FROM
+from kbdebug.export.report_spread import BUSY_SPREAD_FROM, SPREAD_FROM
 
 _PE_ROW = re.compile(r"efficiency PE(\d+)")
 #: ``pe12.dma_read0`` -> ``dma_read``: a channel's kind from its name.
@@ -44,7 +44,7 @@ def spread_headline(changes: list[Change]) -> list[Change]:
 def spread_busy(changes: list[Change]) -> list[Change]:
     """Busy shares by channel kind (the median over its channels) when the mesh is large."""
     pes = {m.group(0).split(".")[0] for c in changes if (m := _CHANNEL.fullmatch(c.name))}
-    if len(pes) < SPREAD_FROM:
+    if len(pes) < BUSY_SPREAD_FROM:
         return changes
     kinds: dict[str, list[Change]] = {}
     rest = []

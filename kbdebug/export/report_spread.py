@@ -14,8 +14,10 @@ from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.summary import ChannelBusy
 from kbdebug.safe_text import escape
 
-#: PEs from which the per-PE and busy tables are summarised (fewer: every row).
+#: PEs from which the per-PE table is summarised (fewer: a row per PE).
 SPREAD_FROM = 9
+#: PEs from which the busy table is summarised (each PE has four channels or more).
+BUSY_SPREAD_FROM = 5
 #: A PE's figure this far from the median (a share of the median) is named.
 OUTSIDE = 0.05
 #: PEs named outside the spread, at most.

@@ -15,7 +15,7 @@ from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import STALL, TRANSIT, WORK, ChainRoot, WaitChain
-from kbdebug.export.report_spread import SPREAD_FROM, busy_spread, pe_spread
+from kbdebug.export.report_spread import BUSY_SPREAD_FROM, SPREAD_FROM, busy_spread, pe_spread
 from kbdebug.safe_text import escape
 
 #: Futures the text report lists in issue order, then the worst stalls.
@@ -210,6 +210,7 @@ def render(
     bounds = bounds or []
     ran = len(bounds) or summary.n_pes
     spread = ran >= SPREAD_FROM and not per_pe
+    busy_spread_too = ran >= BUSY_SPREAD_FROM and not per_pe
     summed = f" (summed over {ran} PEs)" if ran > 1 else ""
     lines = [_status_line(summary, reason), f"trace: {escape(str(path), 1024)}"]
     grid = "x".join(str(g) for g in summary.grid) or "?"
@@ -219,10 +220,10 @@ def render(
     )
     lines.append(f"end cycle: {summary.end_time:,}  events: {summary.n_events:,}")
     lines.append(
-        f"stall cycles: {summary.stall_cycles:,}  dma_read_count: "
+        f"stall cycles: {summary.stall_cycles:,}{summed}  dma_read_count: "
         f"{summary.counts['dma_read_count']:,}{summed}"
     )
-    if summary.channels and spread:
+    if summary.channels and busy_spread_too:
         lines += ["", "busy share by channel kind, per PE (--per-pe lists every channel):"]
         lines += _table(busy_spread(summary.channels), right=set())
     elif summary.channels:
