@@ -154,7 +154,7 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
                     KbdebugApp.position, KbdebugApp.selected_future
                 )
             with TabPane(pane_title(5, "Findings", False), id="findings-tab"):
-                yield FindingsView(id="findings")
+                yield FindingsView(replay.index.n_pes, id="findings")
         yield KeyBar(id="keys")
 
     def on_resize(self) -> None:
@@ -208,6 +208,7 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         for header in self.query(StatusHeader):
             header.bounds = bounds
         view = self.query_one(FindingsView)
+        view.n_pes = self.replay.index.n_pes
         view.findings = self.findings
         view.note = error or "no findings: nothing serialised unexpectedly"
         self._retitle_tabs()

@@ -10,14 +10,16 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.findings import Finding
 from kbdebug.ui.messages import FindingChosen, FindingHighlighted
 from kbdebug.ui.panes.rowview import RowView
-from kbdebug.ui.queries import cycles, short_loc
+from kbdebug.safe_text import escape
+from kbdebug.ui.queries import cycles
 
 
 class FindingsView(RowView):
-    """One line per finding (rule, where, cost, title); the highlighted one's message and
+    """One line per finding (its short id, the PEs where it holds, cost, title); the highlighted one's message and
     suggestion under the list."""
 
     BINDINGS = [
@@ -45,6 +47,12 @@ class FindingsView(RowView):
     #: Screen lines under the list for the highlighted finding's message and suggestion.
     DETAIL_ROWS = 3
 
+    def __init__(self, n_pes: int = 1, *, id: str | None = None) -> None:
+        """A findings list for a trace of ``n_pes`` PEs (which says where each holds)."""
+        super().__init__(id=id)
+        #: PEs of the trace: ``on 64 of 64 PEs`` says where a finding holds.
+        self.n_pes = n_pes
+
     def row_count(self) -> int:
         return len(self.findings) if self.findings else 0
 
@@ -63,15 +71,19 @@ class FindingsView(RowView):
 
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
         finding = self.findings[row]
-        where = short_loc(finding.loc) if finding.loc else ""
+        # The short id as report prints it (KB107 pipeline.py:54 ← attention.py:113), the
+        # rule set apart; then where it holds, as report says it.
+        ident = escape(short_id(finding), 200)
+        rule, _, site = ident.partition(" ")
+        where = where_text(finding, self.n_pes)
         n = finding.saving
         amount = f"{n:,}" if n < 1_000_000 else cycles(n)
         # The estimated saving of the fix and its share of the PE's time: what to fix first.
         cost = f"saves ~{amount} ({finding.share:.0%})" if n else ""
-        rule = base + self.component_style("findings-view--rule")
+        title = escape(finding.title, 64)
         return [
-            Segment(f" {finding.rule:<6}", rule),
-            Segment(f"{where:<18} PE{finding.pe:<3} {cost:>20}  {finding.title}", base),
+            Segment(f" {rule:<6}", base + self.component_style("findings-view--rule")),
+            Segment(f"{site:<18} {where:<10} {cost:>20}  {title}", base),
         ]
 
     def render_line(self, y: int) -> Strip:
@@ -100,7 +112,10 @@ class FindingsView(RowView):
         (with …) to the detail rows, the suggestion keeping at least one."""
         finding = self.findings[self.cursor]
         wrap = max(width - 2, 10)
-        lines = textwrap.wrap(finding.message, wrap)
+        pes = finding.pes or (finding.pe,)
+        # The message is one PE's: say whose when the finding holds on several (as report).
+        message = f"PE {pes[0]}: {finding.message}" if len(pes) > 1 else finding.message
+        lines = textwrap.wrap(message, wrap)
         suggestion = textwrap.wrap("→ " + finding.suggestion, wrap)
         rows = self.detail_rows
         if len(lines) + len(suggestion) > rows:
