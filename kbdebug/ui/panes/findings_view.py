@@ -12,15 +12,15 @@ from textual.strip import Strip
 
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.findings import Finding
+from kbdebug.safe_text import escape
 from kbdebug.ui.messages import FindingChosen, FindingHighlighted
 from kbdebug.ui.panes.rowview import RowView
-from kbdebug.safe_text import escape
 from kbdebug.ui.queries import cycles
 
 
 class FindingsView(RowView):
-    """One line per finding (its short id, the PEs where it holds, cost, title); the highlighted one's message and
-    suggestion under the list."""
+    """One line per finding (its short id, the PEs where it holds, cost, title); the
+    highlighted one's message and suggestion under the list."""
 
     BINDINGS = [
         Binding("enter", "choose", "go to", tooltip="Go to the finding's line in the run"),
