@@ -3,13 +3,16 @@ are followed across PEs."""
 
 from __future__ import annotations
 
+import numpy as np
 from test_ui_app import SIZE, lines, opened
+from test_ui_panes import title
 from test_ui_traces import fresh
 
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.ui import KbdebugApp
 from kbdebug.ui.panes.findings_view import FindingsView
+from kbdebug.ui.panes.futures_table import FuturesTable
 
 # --- findings ----------------------------------------------------------------------------
 
@@ -31,3 +34,57 @@ async def test_findings_show_their_short_id_and_the_pes_where_they_hold():
             row = " ".join(shown[k].split())
             assert row.startswith(f"{rule} {site} {where_text(finding, n_pes)} ")
         assert f"on {n_pes} of {n_pes} PEs" in "".join(shown)
+
+
+# --- futures -----------------------------------------------------------------------------
+
+
+def futures_shown(table: FuturesTable) -> list[int]:
+    return [table.future_at(row) for row in range(table.row_count())]
+
+
+async def test_futures_list_the_focused_pes_by_default_and_a_lists_every_pes():
+    replay = fresh("prefill")
+    f = replay.index.futures
+    n_pes = replay.index.n_pes
+    assert n_pes == 4
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        table = app.query_one(FuturesTable)
+        for pe in range(n_pes):
+            assert futures_shown(table) == [int(x) for x in np.flatnonzero(f.pe == pe)]
+            assert title(table).startswith(f"[3] futures of PE {pe}")
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+        assert app.focused_pe == 0
+        await pilot.press("3", "a")
+        await pilot.pause()
+        assert futures_shown(table) == list(range(len(f.cmd)))
+        assert title(table).startswith("▶[3] futures of every PE")
+        # Every PE's futures: the PE column tells futures 0-3 apart.
+        header, *rows = lines(table)
+        assert header.split()[:2] == ["future", "pe"]
+        assert [row.split()[:2] for row in rows[:4]] == [[str(k), str(k)] for k in range(4)]
+        await pilot.press("o")  # by stall, still every PE's
+        await pilot.pause()
+        assert sorted(futures_shown(table)) == list(range(len(f.cmd)))
+        await pilot.press("a")
+        await pilot.pause()
+        assert sorted(futures_shown(table)) == [int(x) for x in np.flatnonzero(f.pe == 0)]
+        assert title(table).startswith("▶[3] futures of PE 0 by stall")
+
+
+async def test_a_stop_on_another_pe_lists_that_pes_futures_with_its_future_picked():
+    replay = fresh("prefill")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("w", "c", "c")
+        await pilot.pause()
+        pe = app.focused_pe
+        future = app.selected_future
+        assert pe != 0 and int(replay.index.futures.pe[future]) == pe
+        table = app.query_one(FuturesTable)
+        assert table.future_at(table.cursor) == future
+        assert {int(replay.index.futures.pe[x]) for x in futures_shown(table)} == {pe}

@@ -234,10 +234,10 @@ async def test_o_cycles_the_futures_order_by_stall_issue_and_id():
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("3", "o")
+        await pilot.press("3", "a", "o")  # every PE's futures, by stall
         table = app.query_one(FuturesTable)
         f, k = replay.index.futures, replay.index.commands
-        assert table.sort == "stall" and "futures by stall" in title(table)
+        assert table.sort == "stall" and "futures of every PE by stall" in title(table)
         stalls = f.stall[table.order]
         assert (np.diff(stalls) <= 0).all() and stalls[0] == f.stall.max()
         assert "stall▼" in lines(table)[0]

@@ -147,7 +147,9 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
                 KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.breakpoint_generation
             )
             futures = FuturesTable(replay, id="futures", pane=3)
-            yield futures.data_bind(KbdebugApp.position, KbdebugApp.selected_future)
+            yield futures.data_bind(
+                KbdebugApp.position, KbdebugApp.selected_future, KbdebugApp.focused_pe
+            )
         with TabbedContent(id="tabs"):
             with TabPane(pane_title(4, "Events", False), id="events-tab"):
                 yield EventsView(replay, id="events").data_bind(

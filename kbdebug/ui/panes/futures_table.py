@@ -53,6 +53,10 @@ _SORT_COLUMN = {"id": "future", "stall": "stall", "issue": "issued"}
 #: The widest a line cell grows for a call in another file (``pipeline.py:41``).
 _MAX_LINE_WIDTH = 16
 
+#: The PE column's priority when the table lists every PE's futures (it tells them apart)
+#: and when it lists one PE's (its title names the PE).
+_PE_PRIORITY_ALL, _PE_PRIORITY_ONE = 1, 4
+
 #: What the table says when the trace has no futures at all.
 EMPTY = (
     "no futures in this trace: only tl.load,",
@@ -63,12 +67,15 @@ EMPTY = (
 
 
 class FuturesTable(RowView):
-    """One row per future, by id, by stall (largest first) or by issue; a future's times
-    show once the cursor has reached them."""
+    """One row per future of the focused PE (or of every PE), by id, by stall (largest
+    first) or by issue; a future's times show once the cursor has reached them."""
 
     BINDINGS = [
         Binding("o", "cycle_sort", "sort", tooltip="Sort by id, stall or issue (cycles)"),
         Binding("enter", "choose", "pick", tooltip="Pick the future: f/F walk its lifecycle"),
+        Binding(
+            "a", "toggle_all_pes", "all PEs", tooltip="Show every PE's futures, or the focused PE's"
+        ),
     ]
 
     COMPONENT_CLASSES = {
@@ -105,6 +112,12 @@ class FuturesTable(RowView):
     sort = reactive("id")
     """The row order: ``id``, ``stall`` (largest first) or ``issue`` (earliest first)."""
 
+    focused_pe = reactive(0)
+    """The PE whose futures are listed unless ``all_pes``."""
+
+    all_pes = reactive(False)
+    """Whether every PE's futures are listed (else the focused PE's only)."""
+
     def __init__(self, replay: Replay, *, id: str | None = None, pane: int | None = None) -> None:
         super().__init__(id=id)
         self.replay = replay
@@ -136,9 +149,11 @@ class FuturesTable(RowView):
         self._lifecycle = lifecycle
         self._events = lifecycle[:, :5]
         self._lines = _line_cells(replay)
-        #: Row -> future, and future -> row, in the current sort.
+        #: Row -> future, and future -> row (-1: not listed), in the current sort.
         self.order = np.arange(len(f.cmd), dtype=np.int64)
         self.rank = self.order.copy()
+        #: Each future's PE (-1: unknown), for listing one PE's.
+        self._pe = np.asarray(f.pe, dtype=np.int64)
         self._phase_key: tuple[int, int, int] | None = None
         self._phases = np.empty(0, dtype=np.int8)
         self._columns: tuple[Column, ...] = COLUMNS
@@ -152,20 +167,47 @@ class FuturesTable(RowView):
         ]
         if index.n_pes == 1:
             columns = [c for c in columns if c.title != "pe"]
-        self._all_columns = tuple(columns)
+        self._every_column = tuple(columns)
+        self._all_columns = self._every_column
+
+    @property
+    def filtered(self) -> bool:
+        """Whether only the focused PE's futures are listed (never on a one-PE trace)."""
+        return not self.all_pes and self.replay.index.n_pes > 1
 
     def row_count(self) -> int:
-        return len(self.replay.index.futures.cmd)
+        return len(self.order)
 
     # --- order ---------------------------------------------------------------------------
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
 
+    def action_toggle_all_pes(self) -> None:
+        self.all_pes = not self.all_pes
+
     def validate_sort(self, sort: str) -> str:
         return sort if sort in SORTS else "id"
 
-    def watch_sort(self, sort: str) -> None:
+    def watch_sort(self) -> None:
+        self._reorder()
+
+    def watch_focused_pe(self) -> None:
+        if self.filtered:
+            self._reorder()
+
+    def watch_all_pes(self) -> None:
+        priority = _PE_PRIORITY_ONE if self.filtered else _PE_PRIORITY_ALL
+        self._all_columns = tuple(
+            Column(c.title, c.width, priority, c.right) if c.title == "pe" else c
+            for c in self._every_column
+        )
+        self._columns_width = -1
+        self._reorder()
+
+    def _reorder(self) -> None:
+        """List the futures shown (the focused PE's, or all) in the current sort."""
+        sort = self.sort
         f = self.replay.index.futures
         n = len(f.cmd)
         if sort == "stall":
@@ -178,11 +220,13 @@ class FuturesTable(RowView):
             self.order = np.lexsort((np.arange(n), np.where(issued >= 0, issued, n + 1 << 40)))
         else:
             self.order = np.arange(n, dtype=np.int64)
-        self.rank = np.empty(n, dtype=np.int64)
-        self.rank[self.order] = np.arange(n)
+        if self.filtered:
+            self.order = self.order[self._pe[self.order] == self.focused_pe]
+        self.rank = np.full(n, -1, dtype=np.int64)
+        self.rank[self.order] = np.arange(len(self.order))
         self._phase_key = None
         self._retitle()
-        if 0 <= self.selected_future < n:
+        if 0 <= self.selected_future < n and self.rank[self.selected_future] >= 0:
             self.cursor = int(self.rank[self.selected_future])
             self.show_row(self.cursor, center=True)
         else:
@@ -200,10 +244,13 @@ class FuturesTable(RowView):
         focused = self.has_focus if focused is None else focused
         if self.pane is not None:
             by = "" if self.sort == "id" else f" by {self.sort}"
-            self.border_title = pane_title(self.pane, f"futures{by}", focused)
+            which = ""
+            if self.replay.index.n_pes > 1:
+                which = f" of PE {self.focused_pe}" if self.filtered else " of every PE"
+            self.border_title = pane_title(self.pane, f"futures{which}{by}", focused)
 
     def on_mount(self) -> None:
-        self._retitle()
+        self.watch_all_pes()  # the focused PE's futures, its column's priority, the title
 
     def on_focus(self) -> None:
         self._retitle(focused=True)
@@ -221,9 +268,9 @@ class FuturesTable(RowView):
         self.refresh_rows(*(self.top + crossed).tolist())
 
     def watch_selected_future(self, old: int, future: int) -> None:
-        if 0 <= old < len(self.rank):
+        if 0 <= old < len(self.rank) and self.rank[old] >= 0:
             self.refresh_rows(int(self.rank[old]))
-        if 0 <= future < len(self.rank):
+        if 0 <= future < len(self.rank) and self.rank[future] >= 0:
             self.cursor = int(self.rank[future])
             self.show_row(self.cursor)
             self.refresh_rows(self.cursor)
@@ -325,7 +372,10 @@ class FuturesTable(RowView):
         if self.row_count() or y == 0:
             return super().render_line(y)
         dim = self.base_style + self.component_style("rowview--dim")
-        text = EMPTY[y - 1] if y - 1 < len(EMPTY) else ""
+        empty = EMPTY
+        if len(self.replay.index.futures.cmd):
+            empty = (f"no futures on PE {self.focused_pe}:", "a lists every PE's")
+        text = empty[y - 1] if y - 1 < len(empty) else ""
         return Strip([Segment(f" {text}", dim)]).adjust_cell_length(self.size.width, dim)
 
     def _phase_cell(self, phase: int, base: Style) -> tuple[str, Style]:
