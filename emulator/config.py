@@ -81,6 +81,22 @@ class HardwareConfig:
         1, "channels", "independent DMA read channels per PE", 1, MAX_CHANNELS
     )
     dma_write_channels: int = _field(1, "channels", "DMA write channels per PE", 1, MAX_CHANNELS)
+    hbm_stack_pes: int = _field(
+        0,
+        "PEs",
+        "PEs sharing one HBM stack's bandwidth, by consecutive PE id (PE p on stack "
+        "p // this); 0: nothing shared, each DMA channel has hbm_bytes_per_cycle of its own",
+        0,
+        wire.MAX_PES,
+    )
+    hbm_stack_bytes_per_cycle: int = _field(
+        192,
+        "bytes/cycle",
+        "bytes one HBM stack moves per cycle, shared in grant order by its PEs' DMA reads "
+        "and writes (with hbm_stack_pes > 0)",
+        1,
+        MAX_RATE,
+    )
     issue_cycles: int = _field(
         4, "cycles", "the kernel's cost of pushing one command descriptor", 0, MAX_ISSUE_CYCLES
     )
@@ -105,8 +121,11 @@ class HardwareConfig:
 
     #: Fields that may be 0 (every other number must be at least 1).
     ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset(
-        {"hbm_latency", "ipcq_latency", "issue_cycles"}
+        {"hbm_latency", "ipcq_latency", "issue_cycles", "hbm_stack_pes"}
     )
+    #: The fields of shared HBM bandwidth, left out of a trace's header while it is off
+    #: (``hbm_stack_pes`` 0): such a run records the header it did before they existed.
+    HBM_SHARING_FIELDS: ClassVar[tuple[str, ...]] = ("hbm_stack_pes", "hbm_stack_bytes_per_cycle")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -175,6 +194,24 @@ class HardwareConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def hbm_stacks(self) -> list[list[int]]:
+        """The PEs of each HBM stack whose bandwidth they share; [] when none is shared."""
+        per_stack = self.hbm_stack_pes
+        if not per_stack:
+            return []
+        pes = range(self.num_pes)
+        return [list(pes[first : first + per_stack]) for first in range(0, len(pes), per_stack)]
+
+    def header_dict(self) -> dict[str, Any]:
+        """``to_dict`` as a trace header holds it: without the HBM sharing fields while it
+        is off (a reader takes a missing field as its default)."""
+        values = self.to_dict()
+        if not self.hbm_stack_pes:
+            for name in self.HBM_SHARING_FIELDS:
+                del values[name]
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], *, source: str = "config") -> HardwareConfig:

@@ -273,6 +273,12 @@ CASES = [
         lambda o: o[HEADER]["launch"].__setitem__("grid", [-1]),
         'header launch must be {"kernel": str, "grid": [int, ...], "args": [str, ...]}',
     ),
+    Case(
+        "header.hbm-stacks",
+        both(header("version", [1, 4]), header("hbm_stacks", [[0, 1], [1]])),
+        "at byte 0: header hbm_stacks must be 1 to 4 non-empty lists of PEs of the mesh, "
+        "each PE on one stack at most; got [[0, 1], [1]]",
+    ),
     # records
     Case("record.array", adding(5, 1, 0), "expected a record (a non-empty array), got int 5"),
     Case("record.array", adding([], 1, 0), "expected a record (a non-empty array), got list []"),

@@ -81,6 +81,7 @@ def every_kind_events() -> list[tuple[Any, ...]]:
         (Kind.SCRATCH_ALLOC, 3, 0, 0, 16384, 16384),
         (Kind.CHAN_REQUEST, 3, 0, 0, 0),
         (Kind.CHAN_GRANT, 3, 0, 0, 0),
+        (Kind.HBM_SHARE, 3, 0, 0, 0, 0, 342),
         (Kind.OP_LOG, 3, 0, "memory", "dma_read"),
         (Kind.ISSUE, 4, 1, 1, "send", -1, -1, 256, (), "f32", False, None),
         (Kind.IPCQ_SEND, 4, 1, 1, 0, 256),
@@ -109,8 +110,14 @@ def record_run(
     error: str | None = None,
     error_loc: SourceLoc | None = None,
 ) -> None:
-    """Drive ``recorder`` through a whole run: header, source, ``events``, footer."""
-    recorder.begin(make_header())
+    """Drive ``recorder`` through a whole run: header, source, ``events``, footer.
+
+    With HBM_SHARE events, the header names the HBM stacks they share (PEs 0-1 and 2-3 of
+    the 2x2 mesh), as the emulator's does; the writer then labels the trace 1.4."""
+    header = make_header()
+    if any(event[0] == Kind.HBM_SHARE for event in events):
+        header["hbm_stacks"] = [[0, 1], [2, 3]]
+    recorder.begin(header)
     recorder.add_source(KERNEL_FILE, KERNEL_SOURCE)
     for event in events:
         recorder.emit(*event)

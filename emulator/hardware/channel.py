@@ -9,19 +9,22 @@ from typing import Any
 
 import simpy
 
+from emulator.hardware.hbm import HbmStack
 from emulator.recorder import RELEASE_COMPLETE, RELEASE_GRANT, Recorder, compound_emitter, emitter
 from emulator.trace.schema import Kind
 
 # Kind members as module constants: reading Kind.X costs a descriptor lookup per event.
-_REQUEST, _GRANT, _RELEASE, _COMPLETE = (
+_REQUEST, _GRANT, _RELEASE, _COMPLETE, _HBM_SHARE = (
     Kind.CHAN_REQUEST,
     Kind.CHAN_GRANT,
     Kind.CHAN_RELEASE,
     Kind.COMPLETE,
+    Kind.HBM_SHARE,
 )
 
-#: A command: (cmd, hold, latency, future, on_grant, on_complete, done event or None).
-Job = tuple[int, int, int, int, Callable[[], Any] | None, Callable[[Any], Any] | None, Any]
+#: A command: (cmd, hold, latency, future, on_grant, on_complete, done event or None,
+#: bytes it moves through a shared HBM stack).
+Job = tuple[int, int, int, int, Callable[[], Any] | None, Callable[[Any], Any] | None, Any, int]
 
 
 class Channel:
@@ -31,6 +34,11 @@ class Channel:
     commands on one channel) and completes ``latency`` cycles after release
     (latency pipelines: the next command's hold overlaps it). Every step is
     recorded: request, grant, release, complete.
+
+    A DMA channel whose PE shares an HBM stack (``stack``) learns its command's
+    hold at the grant: the longer of its own transfer time and the wait for, plus
+    the length of, the stack's slot (see HbmStack), recorded as HBM_SHARE right
+    after the grant.
 
     The channel behaves exactly as a ``simpy.Resource(capacity=1)`` that each
     command requests, holds and releases, down to the order of same-cycle events,
@@ -75,6 +83,9 @@ class Channel:
         self.queue: deque[Job] = deque()
         #: The command holding the channel.
         self._holder: Job | None = None
+        #: The HBM stack whose bandwidth this DMA channel's transfers share (set by the
+        #: mesh); None: the channel's own rate is all that limits them.
+        self.stack: HbmStack | None = None
 
     def describe(self) -> dict[str, Any]:
         """The channel's entry in a trace header's channel table."""
@@ -96,12 +107,14 @@ class Channel:
         on_grant: Callable[[], Any] | None = None,
         on_complete: Callable[[Any], Any] | None = None,
         recorded: bool = False,
+        nbytes: int = 0,
     ) -> simpy.Event:
         """Queue command ``cmd``; the returned event fires at completion.
 
         ``on_grant()`` runs when the channel is granted and its result becomes
         the command's value; ``on_complete(value)`` runs at completion, before
-        the event fires, and may replace the value.
+        the event fires, and may replace the value. ``nbytes``: what a DMA
+        transfer moves (its share of a shared HBM stack).
 
         ``recorded``: the caller has recorded this call's CHAN_REQUEST, and its
         CHAN_GRANT too if the channel is free (``not busy and not queue``), in a
@@ -118,7 +131,7 @@ class Channel:
             self._emit(_REQUEST, now, self.pe, self.cid, cmd)
         if not self.busy and not self.queue:
             self.busy = True
-            if not latency and on_complete is None:
+            if not latency and on_complete is None and self.stack is None:
                 # Nothing happens between release and completion: the hold's own
                 # event is the completion, which saves an event per compute command.
                 # (A timeout counts as triggered from its creation: tl.wait asks
@@ -126,15 +139,15 @@ class Channel:
                 # (_grant, inlined: this is every compute command's path.)
                 if self._emit is not None and not recorded:
                     self._emit(_GRANT, now, self.pe, self.cid, cmd)
-                self._holder = (cmd, hold, 0, future, on_grant, None, None)
+                self._holder = (cmd, hold, 0, future, on_grant, None, None, 0)
                 hold_event = env.timeout(hold, on_grant() if on_grant is not None else None)
                 hold_event.callbacks.append(self._released)
                 return hold_event
             done = env.event()
-            self._grant((cmd, hold, latency, future, on_grant, on_complete, done))
+            self._grant((cmd, hold, latency, future, on_grant, on_complete, done, nbytes))
             return done
         done = env.event()
-        self.queue.append((cmd, hold, latency, future, on_grant, on_complete, done))
+        self.queue.append((cmd, hold, latency, future, on_grant, on_complete, done, nbytes))
         if not self.busy:
             # Released this cycle, its grant not yet made: the oldest waiting command
             # gets the channel now, as a resource grants its queue on any request.
@@ -149,11 +162,27 @@ class Channel:
         env = self.env
         if self._emit is not None and not recorded:
             self._emit(_GRANT, env.now, self.pe, self.cid, job[0])
+        if self.stack is not None:
+            job = self._share(job)
         self._holder = job
         on_grant = job[4]
         hold_event = env.timeout(job[1], on_grant() if on_grant is not None else None)
         hold_event.callbacks.append(self._released)
         return hold_event
+
+    def _share(self, job: Job) -> Job:
+        """Give ``job``, just granted, its slot of the shared HBM stack; the job with its
+        hold stretched to the slot's end if that is later than its own."""
+        now = self.env.now
+        stack = self.stack
+        wait, slot = stack.reserve(now, job[7])
+        if self._emit is not None:
+            self._emit(_HBM_SHARE, now, self.pe, job[0], stack.index, wait, slot)
+        stretch = wait + slot - job[1]
+        if stretch <= 0:
+            return job
+        self.busy_until += stretch  # every command queued behind releases that much later
+        return (job[0], job[1] + stretch, *job[2:])
 
     def _grant_later(self, job: Job) -> None:
         """Grant ``job`` in an event of its own, behind those this cycle already has."""
@@ -161,7 +190,7 @@ class Channel:
         self.env.timeout(0).callbacks.append(partial(self._grant, job))
 
     def _released(self, hold_event: simpy.Event) -> None:
-        cmd, hold, latency, future, _, on_complete, done = self._holder
+        cmd, hold, latency, future, _, on_complete, done, _ = self._holder
         self._holder = None
         self.busy_cycles += hold
         env = self.env

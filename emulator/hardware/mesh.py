@@ -6,6 +6,7 @@ import simpy
 
 from emulator.config import HardwareConfig
 from emulator.hardware.channel import Channel
+from emulator.hardware.hbm import HbmStack
 from emulator.hardware.pe import ProcessingElement
 from emulator.memory import Memory
 from emulator.recorder import Recorder
@@ -38,6 +39,14 @@ class Mesh:
             ProcessingElement(env, recorder, config, memory, pe=i, new_channel=new_channel)
             for i in range(config.num_pes)
         ]
+        #: The HBM stacks whose bandwidth groups of PEs share (none unless hbm_stack_pes).
+        self.stacks = [
+            HbmStack(i, config.hbm_stack_bytes_per_cycle) for i in range(len(config.hbm_stacks))
+        ]
+        for pe in self.pes if self.stacks else ():
+            stack = self.stacks[pe.pe // config.hbm_stack_pes]
+            for channel in (*pe.dma_read, *pe.dma_write):
+                channel.stack = stack
         rows, cols = config.mesh_rows, config.mesh_cols
         for pe in self.pes:
             r, c = divmod(pe.pe, cols)

@@ -98,6 +98,7 @@ class ProcessingElement:
             self.config.hbm_latency,
             future=future,
             on_grant=lambda: memory.read(addr, nbytes, np_dtype, shape),
+            nbytes=nbytes,
         )
 
     def write(self, cmd: int, future: int, addr: int, data: np.ndarray) -> simpy.Event:
@@ -113,6 +114,7 @@ class ProcessingElement:
             self.config.hbm_latency,
             future=future,
             on_complete=land,
+            nbytes=data.nbytes,
         )
 
     def gemm_cycles(self, macs: int) -> int:

@@ -256,8 +256,8 @@ def _check_grid(grid, config: HardwareConfig) -> tuple[int, ...]:
 
 def _header(launch: Launch, kernel, args: tuple) -> dict[str, Any]:
     config = launch.config
-    return {
-        "config": config.to_dict(),
+    header = {
+        "config": config.header_dict(),
         "mesh": [config.mesh_rows, config.mesh_cols],
         "channels": [c.describe() for c in launch.mesh.channels],
         "launch": {
@@ -266,6 +266,10 @@ def _header(launch: Launch, kernel, args: tuple) -> dict[str, Any]:
             "args": [_short_repr(a) for a in args],
         },
     }
+    if config.hbm_stacks:
+        # The PEs of each stack whose bandwidth they share (HBM_SHARE events name them).
+        header["hbm_stacks"] = config.hbm_stacks
+    return header
 
 
 def _short_repr(value: Any) -> str:

@@ -277,6 +277,8 @@ class RecordChecks:
         self.n_pes = rows * cols
         self.read_channels(header["channels"], start)
         self.read_launch(header["launch"], start)
+        if (major, minor) >= wire.HEADER_KEYS_SINCE["hbm_stacks"] and "hbm_stacks" in header:
+            self.read_stacks(header["hbm_stacks"], start)
         self.header = header
         self.version = (major, minor)
         self.checks, self.defined = make_checks(self.n_pes, self.n_channels, self.max_id)
@@ -310,6 +312,27 @@ class RecordChecks:
             if problem is not None:
                 self.fail(f"header channel {i} {problem}", start)
         self.n_channels = len(channels)
+
+    def read_stacks(self, stacks: Any, start: int) -> None:
+        """The header's hbm_stacks (1.4): the PEs of each shared HBM stack, each PE of the
+        mesh on one stack at most (so at most as many stacks as PEs)."""
+        seen: set[int] = set()
+        good = type(stacks) is list and 1 <= len(stacks) <= self.n_pes
+        for pes in stacks if good else ():
+            if type(pes) is not list or not pes:
+                good = False
+                break
+            for pe in pes:
+                if type(pe) is not int or not 0 <= pe < self.n_pes or pe in seen:
+                    good = False
+                    break
+                seen.add(pe)
+        if not good:
+            self.fail(
+                f"header hbm_stacks must be 1 to {self.n_pes} non-empty lists of PEs of the "
+                f"mesh, each PE on one stack at most; got {brief(stacks)}",
+                start,
+            )
 
     def read_launch(self, launch: Any, start: int) -> None:
         if (

@@ -29,6 +29,9 @@ _INT_RANGES = {
     "in_use": "count",
     "buffer": "count",
     "stalled": "cycles",
+    "held": "cycles",
+    # An HBM stack serves one PE at least: its index is below the mesh's PEs.
+    "stack": "pe",
 }
 # Kinds whose future is -1 when there is none: commands that return nothing waitable,
 # a PE deadlocked on its outstanding commands rather than on a future.

@@ -61,6 +61,7 @@ class Kind(IntEnum):
     HOST_READ = 17
     # 18..24 are compound record codes (COMPOUNDS), never event kinds.
     READS = 25
+    HBM_SHARE = 26
 
 
 # Fields after the common (kind, time, pe) prefix, in emission order.
@@ -116,12 +117,20 @@ FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
     # right after cmd's ISSUE (or the compound record holding it), on its PE at its
     # cycle, once per (cmd, future): a command reads at most a few. Since format 1.3.
     Kind.READS: (("cmd", "int"), ("future", "int")),
+    # A DMA transfer, granted its channel, got its slot of the bandwidth of the HBM stack
+    # its PE shares with others (only when the hardware shares one: hbm_stack_pes > 0;
+    # the header's hbm_stacks lists each stack's PEs). Written right after cmd's
+    # CHAN_GRANT, on its PE at its cycle. stack: index into hbm_stacks; stalled: cycles
+    # from the grant to the slot's start (waiting for other PEs' transfers); held: the
+    # slot's length (nbytes over the stack's rate). The channel is released at the later
+    # of the grant plus the transfer's own time and the slot's end. Since format 1.4.
+    Kind.HBM_SHARE: (("cmd", "int"), ("stack", "int"), ("stalled", "int"), ("held", "int")),
 }
 
 # The format version that added each event kind a file of an older version must not
 # hold (its code is unknown there, as any other). HOST_READ (1.1) predates this check:
 # a reader still takes it in a 1.0 file.
-KIND_SINCE: dict[Kind, tuple[int, int]] = {Kind.READS: (1, 3)}
+KIND_SINCE: dict[Kind, tuple[int, int]] = {Kind.READS: (1, 3), Kind.HBM_SHARE: (1, 4)}
 # The format version that added compound records.
 COMPOUNDS_SINCE = (1, 2)
 

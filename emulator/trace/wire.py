@@ -5,10 +5,18 @@ from __future__ import annotations
 # The header's "format" value: a file whose first object is not a map with it is not a trace.
 FORMAT_NAME = "kbt"
 
-# (major, minor) written by TraceWriter and read by this reader. A minor bump adds what
-# older readers skip (1.2's compound records are skipped, and the footer's count then
-# refuses the file; 1.3's READS events are skipped: see traces/FORMAT.md, Versions).
-FORMAT_VERSION = (1, 3)
+# (major, minor) read by this reader, and the newest TraceWriter writes. A minor bump adds
+# what older readers skip (1.2's compound records are skipped, and the footer's count then
+# refuses the file; 1.3's READS events are skipped; 1.4's HBM_SHARE events and header
+# hbm_stacks are skipped: see traces/FORMAT.md, Versions).
+FORMAT_VERSION = (1, 4)
+# The version a trace that uses nothing a later one added is written as: the writer
+# labels each trace with the oldest version that holds it (see written_version), so a
+# run without shared HBM gives the bytes 1.3 gave, which every 1.3 reader takes.
+BASE_WRITTEN_VERSION = (1, 3)
+# Header keys a version added, with the event kinds that come with them: a header with
+# one makes its trace that version at least.
+HEADER_KEYS_SINCE = {"hbm_stacks": (1, 4)}
 
 # Record codes outside the event kinds of emulator.trace.schema.Kind.
 DEFINE_STRING = 0  # [0, text]: the next string id
@@ -18,13 +26,22 @@ EMBED_SOURCE = 101  # [101, file, text]: the source text of a kernel file
 # kernel line caller_loc_id; follows loc_id's definition (since 1.1).
 DEFINE_LOC_CALLER = 102
 
-# Codes of event records (event kinds 1..17 and 25, compound records 18..24, see
-# schema.event_codes) and codes a newer minor version may add (26..99 for events,
+# Codes of event records (event kinds 1..17, 25 and 26, compound records 18..24, see
+# schema.event_codes) and codes a newer minor version may add (27..99 for events,
 # 103..127 for definitions). Event records of unknown kinds still start with
 # [code, dt, pe] (the reader applies dt and skips them); definition records of
 # unknown kinds are skipped whole.
 EVENT_CODES = range(1, 100)
 DEFINITION_CODES = range(100, 128)
+
+
+def written_version(header: dict) -> tuple[int, int]:
+    """The format version of a trace with ``header``: the oldest that has every header key
+    it uses (the event kinds of a later version come only with such a key), never newer
+    than FORMAT_VERSION."""
+    needed = [since for key, since in HEADER_KEYS_SINCE.items() if key in header]
+    return min(max([BASE_WRITTEN_VERSION, *needed]), FORMAT_VERSION)
+
 
 # Header keys the writer owns; everything else comes from Recorder.begin().
 OWN_HEADER_KEYS = ("format", "version", "producer")

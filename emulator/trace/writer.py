@@ -161,7 +161,7 @@ class TraceWriter(CompoundWriting):
             raise ValueError(f"header keys {', '.join(map(repr, taken))} belong to the writer")
         record = {
             "format": wire.FORMAT_NAME,
-            "version": list(wire.FORMAT_VERSION),
+            "version": list(wire.written_version(header)),
             "producer": self.producer,
         }
         record.update(_canonical(header, "header"))

@@ -65,6 +65,15 @@ def run(args: argparse.Namespace) -> int:
         f"A run whose clock would pass 2**53 cycles ({MAX_CYCLES:,}) stops with an error."
     )
     print("Set one for a run: kbdebug run SCENARIO --set hbm_latency=800")
+    print(
+        "\nShared HBM bandwidth (off while hbm_stack_pes is 0): PEs p with the same "
+        "p // hbm_stack_pes share\none HBM stack of hbm_stack_bytes_per_cycle; a DMA transfer "
+        "takes the stack's next free\nslot when its channel is granted and holds the channel "
+        "until the later of its own time and\nthat slot's end (traces 1.4 record it as "
+        "HBM_SHARE). All 64 PEs of a prefill on one stack:\n"
+        "  kbdebug run prefill --set pes=64 --set hbm_stack_pes=64 "
+        "--set hbm_stack_bytes_per_cycle=192"
+    )
     return 0
 
 
