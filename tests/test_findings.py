@@ -20,6 +20,7 @@ from kbdebug.analysis.findings import (
     find_all,
     wait_causes,
 )
+from kbdebug.analysis.model import launch_efficiency
 from kbdebug.replay import Replay
 
 KERNEL_FILE = "tests/kernels_for_findings.py"
@@ -464,9 +465,11 @@ def test_a_wrong_bound_is_noticed(tmp_path, monkeypatch, wrong):
         _bound_checks(tmp_path)
 
 
-def _chain(tl, x_ptr, out_ptr, n, recv_first):
+def _chain(tl, x_ptr, out_ptr, n, recv_first, side=0, late=False):
     """A reduction down a 1 x P chain: each PE sums its n tiles, adds its left
-    neighbour's partial, passes the sum right; the last PE stores it."""
+    neighbour's partial, passes the sum right; the last PE stores it. ``side`` probes of
+    the partial sum (work the send does not need) run after the send, or before it
+    when ``late`` (a send issued late: the other is its fixed twin)."""
     pe, pes = tl.program_id(0), tl.num_programs(0)
     fin = tl.recv_async("left", (64, 64), "f32") if pe > 0 else None
     if fin is not None and recv_first:
@@ -480,10 +483,24 @@ def _chain(tl, x_ptr, out_ptr, n, recv_first):
         acc = acc + tl.exp(tl.wait(f))
     if fin is not None and not recv_first:
         acc = acc + tl.wait(fin)
+    probes = [0] * side if late or pe + 1 == pes else []
+    for _ in probes:
+        tl.dot(acc[:32, :], acc)
     if pe + 1 < pes:
         tl.wait(tl.send("right", acc))
     else:
         tl.store(out_ptr, acc)
+    for _ in range(side - len(probes)):
+        tl.dot(acc[:32, :], acc)
+
+
+def _run_chain(path, pes, n, recv_first, config, side=0, late=False):
+    memory = Memory(size_bytes=pes * n * kf.TILE_BYTES + (1 << 16))
+    x_ptr = memory.put(np.ones((pes * n * 64, 64), np.float16))
+    out_ptr = memory.alloc(64 * 64 * 4)
+    args = (x_ptr, out_ptr, n, recv_first, side, late)
+    run_kernel(_chain, args, (pes,), memory, config, trace=path)
+    return Replay.open(path, cache=False)
 
 
 @settings(
@@ -496,10 +513,15 @@ def _chain(tl, x_ptr, out_ptr, n, recv_first):
     latency=st.integers(0, 1200),
     ipcq_latency=st.integers(0, 800),
     issue=st.integers(0, 20),
+    side=st.integers(0, 3),
+    late=st.booleans(),
 )
 def test_the_raw_bound_holds_on_every_pe_of_an_ipcq_chain(
-    tmp_path, pes, n, recv_first, latency, ipcq_latency, issue
+    tmp_path, pes, n, recv_first, latency, ipcq_latency, issue, side, late
 ):
+    """The raw bound against the emulator, on the chain as recorded and, for a send
+    issued late, on its fixed twin (the send above the probes: the same program's issues
+    re-placed) too: neither takes less than the bound, on any PE or on the launch."""
     config = HardwareConfig(
         mesh_rows=1,
         mesh_cols=pes,
@@ -508,19 +530,25 @@ def test_the_raw_bound_holds_on_every_pe_of_an_ipcq_chain(
         ipcq_latency=ipcq_latency,
         issue_cycles=issue,
     )
-    memory = Memory(size_bytes=pes * n * kf.TILE_BYTES + (1 << 16))
-    x_ptr = memory.put(np.ones((pes * n * 64, 64), np.float16))
-    out_ptr = memory.alloc(64 * 64 * 4)
-    path = tmp_path / "chain.kbt"
-    run_kernel(_chain, (x_ptr, out_ptr, n, recv_first), (pes,), memory, config, trace=path)
-    replay = Replay.open(path, cache=False)
+    replay = _run_chain(tmp_path / "chain.kbt", pes, n, recv_first, config, side, late)
     bounds = {b.pe: b for b in pe_bounds(replay)}
     assert len(bounds) == pes
     for b in bounds.values():
         assert b.bound <= b.achieved, b
+    launch_bound, _ = launch_efficiency(list(bounds.values()))
+    span = max(b.end for b in bounds.values()) - min(b.start for b in bounds.values())
     for f in find_all(replay):
         b = bounds[f.pe]
-        assert 0 < f.pe_saving <= b.achieved - b.bound
+        assert f.saving <= span - launch_bound
+        if f.rule != "KB112":  # a late send's gain is its receivers', not its own PE's
+            assert 0 < f.pe_saving <= b.achieved - b.bound
+    if late:
+        twin = _run_chain(tmp_path / "twin.kbt", pes, n, recv_first, config, side, False)
+        twin_bounds = pe_bounds(twin)
+        for b in twin_bounds:
+            assert bounds[b.pe].bound <= b.achieved, (bounds[b.pe], b)
+        start = min(b.start for b in twin_bounds)
+        assert launch_bound <= max(b.end for b in twin_bounds) - start
 
 
 def test_below_bound_reports_the_gap_the_other_findings_leave(tmp_path):

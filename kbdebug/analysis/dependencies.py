@@ -3,8 +3,9 @@
 From what each command reads (format 1.3) and the program's order, fills a
 :class:`~kbdebug.analysis.model.Program`'s ``need_at``/``need`` (per step, the
 commands whose data it needs), ``first_use`` (per wait, the step that first needs
-its value), ``fences`` (per load, the waited stores of its PE it reads back) and
-``floor`` (per step, the last step no issue may move above).
+its value), ``fences`` (per load, the waited stores of its PE it reads back),
+``floor`` (per step, the last step no issue may move above) and ``producer`` (per send
+of computed data, the compute that produced it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kbdebug.analysis.model import BARRIER, LOAD, RECV, SEND, STORE, WAIT, _ints
+from kbdebug.analysis.model import (
+    BARRIER,
+    COMPUTE,
+    LOAD,
+    OPAQUE,
+    RECV,
+    SEND,
+    STORE,
+    WAIT,
+    _ints,
+)
 
 if TYPE_CHECKING:
     from kbdebug.analysis.model import Program
@@ -105,6 +116,30 @@ def dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes, stor
     prog.need_at = _ints(np.cumsum(need_at))
     prog.need = _ints(np.array([p[1] for p in pairs], dtype=np.int64))
     prog.floor = floor
+
+
+def send_producers(prog: Program, reads: list[tuple[int, int]], shape, dtype) -> None:
+    """Fill ``prog.producer``: per send step that reads no loaded or received data, the
+    latest compute or composite step before it whose output has the send's shape and
+    dtype. The trace names only a command's loaded and received operands, not the
+    compute that made a computed one; a send of anything else (a view of a computed
+    tile, a host array) gets -1, and the bound keeps it where it was issued."""
+    reading = {s for s, _ in reads}
+    kinds, cmds = prog.kind, prog.cmd
+    n_cmds = min(len(shape), len(dtype))
+    latest: dict[tuple[int, int], int] = {}
+    for s in range(len(prog)):
+        k = kinds[s]
+        c = cmds[s]
+        if not 0 <= c < n_cmds:
+            continue
+        key = (int(shape[c]), int(dtype[c]))
+        if k == COMPUTE or k == OPAQUE:
+            latest[key] = s
+        elif k == SEND and s not in reading:
+            # Without what each command reads (before format 1.3) a send may carry loaded
+            # data no compute made: it stays where it was issued.
+            prog.producer[s] = latest.get(key, -1) if prog.knows_reads else -1
 
 
 def _fences(prog, store_waits, floor, addr, nbytes) -> None:

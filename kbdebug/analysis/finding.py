@@ -20,6 +20,7 @@ RULES = {
     "KB109": "recv-waited-before-work",
     "KB110": "composite-restarted",
     "KB111": "imbalance",
+    "KB112": "send-issued-late",
 }
 #: Work between a load's issue and its wait below this share of transfer + latency is
 #: none (KB102 says "with no work in between").

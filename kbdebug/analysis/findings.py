@@ -107,10 +107,12 @@ MAX_OCCURRENCE_EVENTS = 50
 JOINT_SHARE = 0.8
 
 # Charge order of a wait's avoidable stall when several rules touch it.
-_PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109", "KB110")
+_PRIORITY = ("KB104", "KB103", "KB101", "KB102", "KB107", "KB108", "KB109", "KB110", "KB112")
 _STREAM_RULES = ("KB101", "KB102", "KB107")
 #: Rules whose fix moves issues (the others move or drop waits, or merge calls).
 ISSUE_RULES = ("KB101", "KB102", "KB103", "KB107")
+#: Rules whose fixes of one line are the same edit: the wait moved to the first use.
+SAME_EDIT = {"KB104": "wait-to-use", "KB109": "wait-to-use"}
 
 # What a finding is (kbdebug.analysis.finding) stays importable from here.
 __all__ = [
@@ -130,22 +132,31 @@ __all__ = [
 
 def find_all(replay, model: Model | None = None) -> list[Finding]:
     """Every finding in the trace, ordered by first event (``model``: the trace's, if built)."""
+    from kbdebug.analysis import send_edits, wait_edits
+
     model = model if model is not None else build_model(replay.index)
     diagnoses = [_Diagnosis(model, prog) for prog in model.programs.values()]
+    if len(model.programs) > 1:
+        floor = math.ceil(MIN_SHARE * max(model.end - model.start, 1))
+        send_edits.drop_redundant(model, diagnoses, lambda n: _launch_end(model, n), floor)
     # One line's fix changes every PE that runs it: the launch's gain is re-timed with
-    # the fix applied on each PE that has the finding.
+    # the fix applied on each PE that has the finding. Rules whose fixes of a line are one
+    # edit (a wait moved to its value's first use: a load's on one PE, a receive's on
+    # another) are one finding, re-timed as that edit on every PE.
     by_line: dict[tuple[str, int], list[tuple[_Diagnosis, _Group]]] = defaultdict(list)
     for d in diagnoses:
         for g, _ in d.groups():
-            by_line[(g.rule, g.loc_id)].append((d, g))
+            by_line[(SAME_EDIT.get(g.rule, g.rule), g.loc_id)].append((d, g))
     single = len(model.programs) == 1  # then the launch's gain is the PE's, re-timed already
     gains = {(d.prog.pe, id(g)): gain for d in diagnoses for g, gain in d.groups()}
-    launch_gain = {
-        key: gains[(items[0][0].prog.pe, id(items[0][1]))]
-        if single
-        else _launch_gain(model, {d.prog.pe: d.edit(g) for d, g in items})
-        for key, items in by_line.items()
-    }
+    launch_gain = {}
+    for (_, loc_id), items in by_line.items():
+        if single:
+            d, g = items[0]
+            launch_gain[(g.rule, loc_id)] = gains[(d.prog.pe, id(g))]
+            continue
+        rule = wait_edits.one_rule(items, lambda edits: _launch_gain(model, edits))
+        launch_gain[(rule, loc_id)] = _launch_gain(model, wait_edits.edits_of(items))
     # What every finding's fix explains of each PE's gap, all applied together on the mesh
     # (a PE slowed by its neighbour's late send is explained by the neighbour's finding).
     edits = {d.prog.pe: d.edit(*(g for g, _ in d.groups())) for d in diagnoses if d.groups()}
@@ -295,7 +306,7 @@ class _Diagnosis(StreamEdits):
         return self._groups
 
     def _find_groups(self) -> list[tuple[_Group, int]]:
-        from kbdebug.analysis import wait_edits
+        from kbdebug.analysis import send_edits, wait_edits
 
         found: list[tuple[_Group, int]] = []
         taken: set[int] = set()
@@ -371,7 +382,12 @@ class _Diagnosis(StreamEdits):
                 without = self.gain(*(g for g, _ in rest))
                 if self.joint - without < self.floor():
                     reported, self.joint = rest, without
-        return reported
+        # A late send holds back the PEs that receive it, never this one: its gain is
+        # theirs, and it explains none of this PE's own gap. One PE's fix alone may gain
+        # little where every stage's send is late: the floor applies to the line fixed
+        # on every PE (the launch's gain).
+        late_sends = send_edits.late_send_groups(self) if len(self.model.programs) > 1 else []
+        return reported + late_sends
 
     def _together(self, streams: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
         """Stream fixes that only pay together (two loads of one step, both late: fixing
@@ -478,7 +494,12 @@ class _Diagnosis(StreamEdits):
                 events.update(int(e) for e in (futs.wait_begin[f], futs.wait_end[f]) if e >= 0)
         times = event_times(index, np.array(sorted(events), dtype=np.int64))
         stall = sum(self.stall.get(c, 0) for c in g.cmds)
-        message, suggestion = words(self, g, loc, stall)
+        if g.rule == "KB112":
+            from kbdebug.analysis.send_edits import send_words
+
+            message, suggestion = send_words(self, g, loc)
+        else:
+            message, suggestion = words(self, g, loc, stall)
         achieved = max(prog.achieved, 1)
         return Finding(
             id=finding_id(g.rule, index, loc, prog.pe),

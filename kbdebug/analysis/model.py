@@ -8,7 +8,11 @@ between them:
 - a loaded or received value is needed at its **first use**: the first compute,
   store, send or host read that consumes it (format 1.3 records what each command
   reads; older traces fall back to the value's ``tl.wait``);
-- a receive's data follows the matching send on the other PE;
+- a receive's data follows the matching send on the other PE, and a send needs only
+  the data it sends: a loaded or received value, or the compute that produced it (the
+  trace does not name a computed tensor's producer: the latest compute before the send
+  whose output has the sent tile's shape and dtype is taken), so the bound lets a send
+  leave as soon as that data is ready, wherever the kernel issued it;
 - a host read of loaded data gates the addresses issued after it;
 - a load that reads back bytes a store of the same PE wrote, after the kernel
   waited that store, needs the store landed (the wait was a fence);
@@ -143,6 +147,9 @@ class Program:
     #: Per wait step on a load or receive: the step that first needs its data
     #: (len(self) when nothing does; the wait itself when the trace cannot say).
     first_use: dict[int, int] = field(default_factory=dict)
+    #: Per send step that reads no loaded or received data: the step of the compute that
+    #: produced what it sends (-1: none matches, the send stays where it was issued).
+    producer: dict[int, int] = field(default_factory=dict)
     #: Per load command: the stores of this PE it reads back after waiting them.
     fences: dict[int, tuple[int, ...]] = field(default_factory=dict)
     #: Per step: the last step before it that no issue may move above (a host read, a
@@ -354,7 +361,7 @@ def build_model(index: TraceIndex) -> Model:
         np.asarray(cmds.pe, dtype=np.int64)[is_store],
     )
     run_ok = status in (None, "ok") and not index.truncated and index.footer is not None
-    from kbdebug.analysis.dependencies import dependencies
+    from kbdebug.analysis.dependencies import dependencies, send_producers
 
     programs: dict[int, Program] = {}
     step_of_issue: dict[int, int] = {}
@@ -458,6 +465,7 @@ def build_model(index: TraceIndex) -> Model:
             if b in step_of_cmd
         ]
         dependencies(prog, pairs, cmds.addr, cmds.nbytes, stores)
+        send_producers(prog, pairs, cmds.shape, cmds.dtype)
         prog.composites = {}
         for i, inside in inner.items():
             composite = composites_of(index, int(all_cmd[i]), inside, hold, hw)

@@ -17,7 +17,11 @@ every PE that receives from it.
   of the chain, since a placement can hide them under a stall, but counted in the
   kernel's serial work); a load that reads back
   a store waits for the store to land; a message no earlier than its send's
-  bound on the sending PE; stores and sends drained before the end; consecutive
+  bound on the sending PE, where a send leaves as soon as the data it sends is
+  ready (its loaded or received value, or the compute that produced it) and the
+  receives waited before it have arrived, not where the kernel issued it (a send
+  issued after work it does not need moves up; one whose data the model cannot
+  place stays where it was issued); stores and sends drained before the end; consecutive
   composite calls over the same B at the length of one call over all their rows.
   No placement of the program's issues and waits, on any PE, ends sooner.
 """
@@ -253,11 +257,13 @@ def composite_runs(prog: Program) -> list[tuple[int, list]]:
 
 def _bound_runs(prog: Program, cycles: np.ndarray) -> tuple:
     """(per step, the bound's work cycles before it; per step, the first step at or after
-    it that is not work or needs data)."""
+    it that is not work, needs data or produces what a send sends)."""
     n = len(prog)
     kinds = np.frombuffer(prog.kind, dtype=np.int8) if n else np.zeros(0, np.int8)
     needs = np.diff(np.frombuffer(prog.need_at, dtype=np.int64)) if n else np.zeros(0)
     work = ((kinds == COMPUTE) | (kinds == OPAQUE)) & (needs == 0)
+    # The computes whose data a send sends: their end is when that send may leave.
+    work[[p for p in prog.producer.values() if p >= 0]] = False
     before = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.where(work, cycles, 0), out=before[1:])
     other = np.append(~work, True)
@@ -289,6 +295,11 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
     done_by: dict[int, int] = {}
     landing: dict[int, int] = {}
     drain = t
+    # Per producing compute step, its end; the latest arrival of a receive waited so far
+    # (or a host read): a send leaves no earlier than either.
+    producer = prog.producer
+    done_at: dict[int, int] = {}
+    gated = t
     steps = len(kinds)
     work_before, next_special = _bound_runs(prog, cycles)
     s = 0
@@ -299,8 +310,11 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
             s = o
             continue
         k = kinds[s]
+        # A send does not hold the kernel: what it needs delays only its own departure.
+        ready = gated
         if need_at[s + 1] > need_at[s]:
             gate = False
+            arrived = 0
             for c in need[need_at[s] : need_at[s + 1]]:
                 if c in bucket_of:  # a load
                     if c not in counted:
@@ -323,14 +337,19 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                             yield
                             a = sent.get(m)
                     earliest.setdefault(c, a)
+                    arrived = max(arrived, a)
                 else:
                     a = done_by.get(c, t)
                     earliest.setdefault(c, a)
-                if a > t:
+                if k == SEND:
+                    ready = max(ready, a)
+                elif a > t:
                     t = a
             if gate:
-                release.append(t + issue)
-                peak = _put(peak, len(release) - 1, float(t + issue))
+                gated = max(gated, arrived)
+                at = max(t, arrived)
+                release.append(at + issue)
+                peak = _put(peak, len(release) - 1, float(at + issue))
         if k == LOAD:
             c = cmds[s]
             bucket_of[c] = len(release) - 1
@@ -349,7 +368,10 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                 landing[c] = a
             else:
                 key = prog.link.get(c, -1)
-                g = max(links.get(key, 0), t)
+                p = producer.get(s)
+                if p is not None:  # computed data; -1: made where the model cannot say
+                    ready = max(ready, done_at.get(p, t) if p >= 0 else t)
+                g = max(links.get(key, 0), ready)
                 links[key] = g + cycles[s]
                 a = g + cycles[s] + hw.ipcq_latency
                 if sent is not None:
@@ -358,7 +380,9 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
             drain = max(drain, a)
         elif k == COMPUTE or k == OPAQUE:
             t += int(cycles[s])
+            done_at[s] = t
         elif k == BARRIER:
+            gated = max(gated, t)
             release.append(t + issue)
             peak = _put(peak, len(release) - 1, float(t + issue))
         s += 1

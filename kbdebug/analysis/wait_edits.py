@@ -186,6 +186,37 @@ def _step_loc(d: _Diagnosis, step: int):
     return d.index.loc(int(d.loc[c])) if 0 <= c < len(d.loc) else None
 
 
+# --- one edit of a line, found by different rules on different PEs ---------------
+
+
+def edits_of(items: list[tuple[_Diagnosis, _Group]]) -> dict:
+    """Per PE, the edit of its groups among ``items`` applied together."""
+    by_pe: dict[int, tuple[_Diagnosis, list[_Group]]] = {}
+    for d, g in items:
+        by_pe.setdefault(d.prog.pe, (d, []))[1].append(g)
+    return {pe: d.edit(*groups) for pe, (d, groups) in by_pe.items()}
+
+
+def one_rule(items: list[tuple[_Diagnosis, _Group]], launch_gain) -> str:
+    """The rule one edit of a line is reported under when different rules found it on
+    different PEs: the one whose PEs' share of the fix gains the launch most. The other
+    rules' groups take it (their words name both kinds of value). ``launch_gain``: the
+    launch's gain of per-PE edits."""
+    rules = sorted({g.rule for _, g in items})
+    if len(rules) == 1:
+        return rules[0]
+
+    def share(rule: str) -> tuple[int, int]:
+        mine = [(d, g) for d, g in items if g.rule == rule]
+        return launch_gain(edits_of(mine)), len(mine)
+
+    rule = max(rules, key=share)
+    for _, g in items:
+        g.info = {**(g.info or {}), "what": "data or message"}
+        g.rule = rule
+    return rule
+
+
 # --- traces that do not say what each command reads (format 1.2 and older) -----------
 
 

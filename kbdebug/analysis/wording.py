@@ -115,7 +115,7 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
     if g.rule in ("KB104", "KB109"):
         use = info.get("use_loc")
         use_at = where(use) if use is not None else "its first use"
-        what = "message" if g.rule == "KB109" else "data"
+        what = info.get("what") or ("message" if g.rule == "KB109" else "data")
         message = (
             f"tl.wait at {at} waited {times(n)} for {what} nothing needs until {use_at}, "
             f"stalling {stall:,} cycles while work that does not need it could have run"
