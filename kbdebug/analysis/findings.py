@@ -57,6 +57,13 @@ KB111 imbalance
     A few PEs end well after the rest: names them, the launch's end cost, their
     work and stall against the median PE's and where their steps diverge
     (:mod:`kbdebug.analysis.imbalance`); claims only what the other findings leave.
+KB112 send-issued-late
+    A send issued below work its data does not need while its receiver waited:
+    re-timed right after the line that produces its data; its saving is the
+    receivers' (:mod:`kbdebug.analysis.send_edits`).
+
+KB104 and KB109 at one wait line on different PEs are one edit (the wait moved to
+the first use): one finding, re-timed on every PE, under the rule that gains more.
 """
 
 from __future__ import annotations
