@@ -64,6 +64,13 @@ def test_one_finding_names_the_send_line_with_the_measured_saving(pair):
     measured = _span(bug) - _span(fixed)
     assert abs(f.saving - measured) <= 0.2 * measured, (f.saving, measured)
     assert "issue the send right after the line that produces its data" in f.suggestion
+    # Each PE's own gain is the one it gets with the line fixed on every PE (a sender
+    # alone gains nothing from its send; its receivers, down the line, do).
+    bug_pe = {b.pe: b.end for b in build_model(bug.index).bounds()}
+    fixed_pe = {b.pe: b.end for b in build_model(fixed.index).bounds()}
+    for pe, own in zip(f.pes, f.pe_savings, strict=True):
+        gained = bug_pe[pe] - fixed_pe[pe]
+        assert abs(own - gained) <= max(0.2 * gained, 0.03 * _span(bug)), (pe, own, gained)
     assert f.saving <= _span(bug) - _launch_bound(bug)
 
 

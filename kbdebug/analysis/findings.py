@@ -163,7 +163,14 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
             launch_gain[(g.rule, loc_id)] = gains[(d.prog.pe, id(g))]
             continue
         rule = wait_edits.one_rule(items, lambda edits: _launch_gain(model, edits))
-        launch_gain[(rule, loc_id)] = _launch_gain(model, wait_edits.edits_of(items))
+        edits = wait_edits.edits_of(items)
+        launch_gain[(rule, loc_id)] = _launch_gain(model, edits)
+        if rule == "KB112":
+            # A send's own PE gains nothing from it: each PE's gain is the one it gets
+            # with the line fixed on every PE (the receivers', down the line).
+            lengths, _ = simulate_launch(model, edits, model.recorded)
+            for pe, n in lengths.items():
+                launch_gain[(rule, loc_id, pe)] = max(model.recorded[pe] - min(n, NEVER), 0)
     # What every finding's fix explains of each PE's gap, all applied together on the mesh
     # (a PE slowed by its neighbour's late send is explained by the neighbour's finding).
     edits = {d.prog.pe: d.edit(*(g for g, _ in d.groups())) for d in diagnoses if d.groups()}
@@ -447,16 +454,18 @@ class _Diagnosis(StreamEdits):
         return [(merged, joint), *left]
 
     def findings(
-        self, launch_gain: dict[tuple[str, int], int] | None = None, explained: int = 0
+        self, launch_gain: dict[tuple, int] | None = None, explained: int = 0
     ) -> list[Finding]:
         out = []
         floor = self.floor()
         for g, gain in self.groups():
-            saving = gain if launch_gain is None else launch_gain.get((g.rule, g.loc_id), gain)
+            key = (g.rule, g.loc_id)
+            saving = gain if launch_gain is None else launch_gain.get(key, gain)
             # The launch ends no sooner (another PE ends later): nothing worth reporting.
             if saving < floor:
                 continue
-            out.append(self._finding(g, saving, gain))
+            own = gain if launch_gain is None else launch_gain.get((*key, self.prog.pe), gain)
+            out.append(self._finding(g, saving, own))
         below = self._below_bound(max(self.joint, explained))
         if below is not None:
             out.append(below)
