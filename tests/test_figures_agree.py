@@ -1,5 +1,7 @@
 """One trace, one set of figures: report, diff, compare, sweep and the model agree on each
-bundled trace, and the findings never contradict the efficiency beside them."""
+bundled trace and on launches of many PEs (one with its work split unevenly, a pipeline,
+a tree), and the findings never contradict the efficiency beside them: a PE's findings
+against its bound, KB111 (work moved between PEs) against the launch's balanced bound."""
 
 from __future__ import annotations
 
@@ -8,10 +10,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+from kernels_across_pes import (
+    copy_rows,
+    copy_rows_prefetched,
+    run_copy,
+    run_gemm_rows,
+    run_pipeline,
+    run_tree,
+)
 
 from kbdebug.analysis import find_all, pe_bounds
 from kbdebug.analysis.compare import Comparison
-from kbdebug.analysis.model import launch_efficiency
+from kbdebug.analysis.imbalance import imbalance_of
+from kbdebug.analysis.model import build_model, launch_efficiency
 from kbdebug.cli import main
 from kbdebug.commands.diff import diff_runs
 from kbdebug.replay import Replay
@@ -20,12 +31,52 @@ from kbdebug.sweep.point import OK, _analyse
 TRACES = sorted(Path(__file__).resolve().parents[1].glob("traces/*.kbt"))
 
 
+def _gemm_uneven(path):
+    run_gemm_rows(path, 20, spread=False)
+
+
+def _copy_heavy(path):
+    run_copy(copy_rows, path, heavy=3)
+
+
+def _prefetched_heavy(path):
+    run_copy(copy_rows_prefetched, path, heavy=3)
+
+
+#: Launches of 8 PEs: three with one PE doing 3x the work (at its bound, its stores
+#: waited, prefetched), a pipeline and a tree whose last PEs end late by the chain.
+LAUNCHES = {
+    "gemm_uneven": _gemm_uneven,
+    "copy_heavy": _copy_heavy,
+    "prefetched_heavy": _prefetched_heavy,
+    "pipeline": run_pipeline,
+    "tree": run_tree,
+}
+IMBALANCED = {"gemm_uneven", "copy_heavy", "prefetched_heavy"}
+
+
 @pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
 def test_every_command_shows_the_same_figures(path, tmp_path, capsys):
+    _figures_agree(path, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHES))
+def test_every_command_shows_the_same_figures_on_a_mesh(name, tmp_path, capsys):
+    path = tmp_path / "runs" / f"{name}.kbt"
+    path.parent.mkdir()
+    LAUNCHES[name](path)
+    rules = _figures_agree(path, tmp_path, capsys)
+    assert ("KB111" in rules) == (name in IMBALANCED)
+
+
+def _figures_agree(path: Path, tmp_path: Path, capsys) -> set[str]:
+    """Every command's figures for ``path`` against the model's; the rules found."""
     replay = Replay.open(path, cache=False)
     bounds = pe_bounds(replay)
     findings = find_all(replay)
-    launch_bound, launch_eff = launch_efficiency(bounds)
+    imbalance = imbalance_of(build_model(replay.index))
+    balanced_end = None if imbalance is None else imbalance.balanced_end
+    launch_bound, launch_eff = launch_efficiency(bounds, balanced_end)
 
     # report --json: the same bound and efficiency per PE.
     assert main(["report", str(path), "--json"]) == 0
@@ -54,12 +105,26 @@ def test_every_command_shows_the_same_figures(path, tmp_path, capsys):
     assert row.efficiency == launch_eff
     assert row.bound == min(b.start for b in bounds) + launch_bound
 
-    # The findings agree with the bound they stand beside.
+    # The findings agree with the bound they stand beside: a PE's own bound, or for
+    # KB111 (the work moved between PEs) the launch's, with the work split evenly.
     for b in bounds:
         assert b.bound <= b.achieved
-        mine = [f for f in findings if f.pe == b.pe]
+        mine = [f for f in findings if f.pe == b.pe and f.rule != "KB111"]
         if b.efficiency == 1.0:
             assert mine == []
         for f in mine:
             assert 0 < f.pe_saving <= b.achieved - b.bound
             assert b.efficiency < 1.0
+    start = min((b.start for b in bounds), default=0)
+    end = max((b.end for b in bounds), default=0)
+    if launch_eff == 1.0:
+        assert findings == []
+    if findings:
+        assert launch_eff is not None and launch_eff < 1.0
+    late = {f.pe: f for f in findings if f.rule == "KB111"}
+    if late:
+        assert imbalance is not None and set(late) <= set(imbalance.late)
+        assert launch_bound < max(b.start + b.bound for b in bounds) - start
+    for f in late.values():
+        assert 0 < f.pe_saving <= f.saving <= end - (start + launch_bound)
+    return {f.rule for f in findings}

@@ -1,83 +1,248 @@
-"""KB111 imbalance: a few PEs end well after the rest, and what differs on them.
+"""KB111 imbalance: a few PEs do more work than the rest and end after them.
 
 A PE is **late** when it ends at least :data:`LATE_SHARE` of the typical (median)
-kernel time after the median PE's end, and the late PEs are fewer than half of
-the launch (then they are the exception, not the rule). Their **cost** to the
-launch is its end minus the next-latest PE's end: what it would save if they
-ended with the others.
+kernel time after the median PE's end, and it is **imbalanced** when it is late and
+its **work** (the cycles its steps hold an engine, a channel or a link, plus an issue
+slot per transfer) is at least :data:`WORK_RATIO` times the median PE's. A PE late
+only by where it sits in a dependency chain (the last stage of a pipeline, the root
+of a reduction tree) does the same work as the others and is not imbalanced: its
+lateness is the chain's critical path, which the per-PE bound already counts. The
+imbalanced PEs must be fewer than half of the launch (then they are the exception).
 
-The model cannot re-time moving work between PEs (that is another program), so
-the finding claims only what the model vouches for: on each late PE, at most its
-lateness and at most the part of achieved - bound that the other findings leave
-unexplained (a late PE slowed by its own bug is that bug's finding, counted
-once; KB106 then names only what KB111 leaves). Its **saving** is the launch's
-end with each late PE's claim taken off, against the recorded end; a launch at
-its bound, or a late PE whose gap other findings explain, gets none. The cost in
-full, the PEs' work and stall against the median PE's, and the first line where
-their steps diverge from a typical PE's are in the message.
+The work comes in **units**: the iterations of the late PE's most repeated line
+(each PE's count of that line's command), or, when the late PEs do not repeat it more often
+than a typical PE, work cycles. An even split gives every PE at most ``ceil(total
+units / PEs)`` of them, and a PE's time (and bound) grows by the late PEs' time
+(and bound) per extra unit over a typical PE's:
 
-One finding per late PE, all at the kernel's ``def`` line (the site of the work's
-split), so :mod:`kbdebug.analysis.across_pes` makes them one finding naming every
-late PE; its first event is where the PE's steps diverge.
+- the **balanced bound** (:attr:`Imbalance.balanced_end`) is the least end cycle the
+  launch could reach with that split: the latest bound end of the PEs that are not
+  imbalanced, or a PE's bound with the even share of units, whichever is later. The
+  launch's efficiency is taken against it
+  (:func:`kbdebug.analysis.model.launch_efficiency`), so a launch whose PEs each sit
+  at their own bound, the work split unevenly, reads below 100 %;
+- the **spread end** (:attr:`Imbalance.spread_end`) is the same with the recorded
+  kernel times: when the launch would end were the late PEs' extra work moved to
+  the others, as the kernel runs today.
+
+KB111's **saving** is the recorded end minus the spread end, never more than the
+end the other findings' fixes leave (re-timed together) minus the balanced bound:
+with what those findings explain it stays within end - balanced bound, and a
+launch at its balanced bound gets none. A late PE's own gap to its per-PE bound
+left unexplained is KB111's story (returned as its claim, so KB106 does not name it
+twice); a late PE slowed by its own bug, with no more work, gets that bug's finding.
+
+One finding per imbalanced PE, all at the kernel's ``def`` line (the site of the
+work's split), so :mod:`kbdebug.analysis.across_pes` makes them one finding naming
+every late PE; its first event is where the PE's steps diverge from a typical PE's.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections import Counter
+from dataclasses import dataclass
 from statistics import median_low
 
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.analysis.finding import RULES, Finding, finding_id, line_id
-from kbdebug.analysis.model import Model
+from kbdebug.analysis.model import COMPUTE, LOAD, OPAQUE, RECV, SEND, STORE, Model
 
-__all__ = ["LATE_SHARE", "MIN_PES", "imbalance_findings"]
+__all__ = [
+    "LATE_SHARE",
+    "MIN_PES",
+    "WORK_RATIO",
+    "Imbalance",
+    "imbalance_findings",
+    "imbalance_of",
+]
 
 #: A PE ending this share of the median kernel time after the median PE's end is late.
 LATE_SHARE = 0.1
+#: A late PE is imbalanced when its work is at least this many times the median PE's.
+WORK_RATIO = 1.25
 #: Fewer PEs than this have no typical PE to compare with.
 MIN_PES = 3
+
+
+@dataclass(frozen=True)
+class Imbalance:
+    """The imbalanced PEs of a launch and what an even split of the work allows."""
+
+    #: The late PEs with more work than the median PE, and every other PE.
+    late: tuple[int, ...]
+    others: tuple[int, ...]
+    #: Per PE: its work in cycles (engine, channel and link holds, issue slots).
+    work: dict[int, int]
+    median_work: int
+    #: Per PE: its work's units (``unit_line``'s count, or its work cycles).
+    units: dict[int, int]
+    #: The line whose iterations are the units (a location id; -1: work cycles).
+    unit_line: int
+    #: The most units a PE holds with the work split evenly.
+    even_units: int
+    #: A PE that is not imbalanced, with the median units (the rates are against it).
+    typical: int
+    #: The least end cycle of the launch with the work split evenly (its bound).
+    balanced_end: int
+    #: The end cycle of the launch with the work split evenly, as the kernel runs now.
+    spread_end: int
+
+
+def imbalance_of(model: Model) -> Imbalance | None:
+    """The launch's imbalance; None when no late PE does clearly more work (or the run
+    did not complete, or has fewer than :data:`MIN_PES` PEs)."""
+    programs = model.programs
+    if not model.complete or len(programs) < MIN_PES:
+        return None
+    ends = {pe: p.end for pe, p in programs.items()}
+    median_end = median_low(ends.values())
+    margin = max(1, math.ceil(LATE_SHARE * median_low(p.achieved for p in programs.values())))
+    work = {pe: _work(model, pe) for pe in programs}
+    median_work = median_low(work.values())
+    late = tuple(
+        sorted(
+            pe
+            for pe, end in ends.items()
+            if end - median_end >= margin and work[pe] >= WORK_RATIO * max(median_work, 1)
+        )
+    )
+    if not late or 2 * len(late) >= len(programs):
+        return None
+    others = tuple(pe for pe in sorted(programs) if pe not in late)
+    latest = max(late, key=lambda pe: (ends[pe], pe))
+    unit_line, units = _units(model, late, latest, work)
+    # A typical PE: the middle one of the others by units, then by kernel time.
+    by_units = sorted(others, key=lambda pe: (units[pe], programs[pe].achieved, pe))
+    typical = by_units[(len(by_units) - 1) // 2]
+    extra = sum(units[pe] - units[typical] for pe in late)
+    if extra <= 0:
+        return None
+    total = sum(units.values())
+    even = math.ceil(total / len(programs))
+    bounds = model.bound_lengths
+
+    def split_ends(length) -> dict[int, float]:
+        """Each PE's end with the work split evenly, its length grown (or, on a late PE,
+        shrunk) by the late PEs' length per extra unit over the typical PE's; a PE that is
+        not imbalanced never gives units away."""
+        rate = max(0.0, sum(length(pe) - length(typical) for pe in late) / extra)
+        out = {}
+        for pe, prog in programs.items():
+            delta = even - units[pe]
+            if pe not in late:
+                delta = max(0, delta)
+            out[pe] = prog.start + length(pe) + delta * rate
+        return out
+
+    bound_end = max(p.start + bounds[pe] for pe, p in programs.items())
+    with_bounds = split_ends(lambda pe: bounds[pe])
+    # Some PE holds the even share: the least of the PEs' bounds with it is a bound, and
+    # no PE that keeps its work ends before its own bound.
+    balanced = max(
+        max(programs[pe].start + bounds[pe] for pe in others),
+        math.floor(min(with_bounds.values())),
+    )
+    spread = math.ceil(max(split_ends(lambda pe: programs[pe].achieved).values()))
+    return Imbalance(
+        late=late,
+        others=others,
+        work=work,
+        median_work=median_work,
+        units=units,
+        unit_line=unit_line,
+        even_units=even,
+        typical=typical,
+        balanced_end=min(bound_end, balanced),
+        spread_end=min(model.end, spread),
+    )
+
+
+def _work(model: Model, pe: int) -> int:
+    """Cycles ``pe``'s steps hold an engine, a channel or a link, plus an issue slot per
+    transfer: what the PE has to do, however well it overlaps it."""
+    prog = model.programs[pe]
+    if not len(prog):
+        return 0
+    kinds = np.frombuffer(prog.kind, dtype=np.int8)
+    cycles = np.frombuffer(prog.cycles, dtype=np.int64)
+    held = int(cycles[np.isin(kinds, (LOAD, STORE, SEND, COMPUTE, OPAQUE))].sum())
+    return held + prog.hw.issue * int(np.isin(kinds, (LOAD, STORE, SEND, RECV)).sum())
+
+
+def _units(
+    model: Model, late: tuple[int, ...], latest: int, work: dict[int, int]
+) -> tuple[int, dict[int, int]]:
+    """(the line whose iterations are the work's units, each PE's count of them): the
+    latest PE's most repeated command (a line and its op: a line that issues a GEMM and
+    a store counts once an iteration; the first in program order among equals), when
+    every imbalanced PE runs it more often than the median PE; else (-1, work cycles)."""
+    index = model.index
+    c = index.columns
+    ops = np.asarray(index.commands.op, dtype=np.int64)
+    counts: dict[int, Counter] = {}
+    first_seen: dict[tuple[int, int], int] = {}
+    for pe in model.programs:
+        events = np.asarray(
+            index.pe_loc_events[pe] if pe < len(index.pe_loc_events) else [], dtype=np.int64
+        )
+        events = events[c.kind[events] == Kind.ISSUE]
+        cmds = c.cmd[events].astype(np.int64)
+        op = np.where((cmds >= 0) & (cmds < len(ops)), ops[np.clip(cmds, 0, None)], -1)
+        keys = list(zip(c.loc[events].tolist(), op.tolist(), strict=True))
+        counts[pe] = Counter(keys)
+        if pe == latest:
+            for i, key in enumerate(keys):
+                first_seen.setdefault(key, i)
+    if not counts[latest]:
+        return -1, dict(work)
+    key = min(counts[latest], key=lambda k: (-counts[latest][k], first_seen[k]))
+    units = {pe: counts[pe].get(key, 0) for pe in model.programs}
+    typical = median_low(units.values())
+    if any(units[pe] <= typical for pe in late):
+        return -1, dict(work)
+    return int(key[0]), units
 
 
 def imbalance_findings(
     model: Model, explained: dict[int, int], min_share: float
 ) -> tuple[list[Finding], dict[int, int]]:
-    """(KB111's findings, one per late PE with a claim; each late PE's claim in cycles).
+    """(KB111's findings, one per imbalanced PE whose extra work delays the launch's end;
+    each such PE's claim: its gap to its own bound no other finding explains).
 
     ``explained``: per PE, the cycles of achieved - bound the other findings explain
     (re-timed together); ``min_share``: a finding's least saving, as a share of its
     PE's kernel time.
     """
+    imbalance = imbalance_of(model)
+    if imbalance is None:
+        return [], {}
     programs = model.programs
-    if not model.complete or len(programs) < MIN_PES:
-        return [], {}
-    ends = {pe: p.end for pe, p in programs.items()}
-    median_end = median_low(ends.values())
-    typical = median_low(p.achieved for p in programs.values())
-    margin = max(1, math.ceil(LATE_SHARE * typical))
-    late = sorted(pe for pe, end in ends.items() if end - median_end >= margin)
-    if not late or 2 * len(late) >= len(programs):
-        return [], {}
-    others = [pe for pe in programs if pe not in late]
-    next_end = max(ends[pe] for pe in others)
     bounds = model.bound_lengths
-    claims: dict[int, int] = {}
-    for pe in late:
-        prog = programs[pe]
-        headroom = prog.achieved - bounds[pe] - explained.get(pe, 0)
-        claims[pe] = max(0, min(ends[pe] - next_end, headroom))
-    after = max(next_end, *(ends[pe] - claims[pe] for pe in late))
-    saving = max(ends.values()) - after
-    latest = max(late, key=lambda pe: ends[pe])
+    ends = {pe: p.end for pe, p in programs.items()}
+    # Where the launch ends with the other findings' fixes: the saving and theirs
+    # together never go below the balanced bound.
+    fixed_end = max(
+        p.start + max(bounds[pe], p.achieved - explained.get(pe, 0)) for pe, p in programs.items()
+    )
+    saving = max(0, min(model.end - imbalance.spread_end, fixed_end - imbalance.balanced_end))
+    latest = max(imbalance.late, key=lambda pe: ends[pe])
     if saving < max(1, math.ceil(min_share * max(programs[latest].achieved, 1))):
         return [], {}
-    claims = {pe: c for pe, c in claims.items() if c > 0}
+    gains = {
+        pe: min(saving, ends[pe] - imbalance.spread_end)
+        for pe in imbalance.late
+        if ends[pe] > imbalance.spread_end
+    }
+    claims = {pe: max(0, programs[pe].achieved - bounds[pe] - explained.get(pe, 0)) for pe in gains}
+    others = list(imbalance.others)
     shape = _Shape(model, others, ends)
-    message = shape.message(late, next_end, claims)
+    message = shape.message(imbalance, max(ends[pe] for pe in others), saving)
     findings = []
-    for pe in sorted(claims):
+    for pe in sorted(gains):
         prog = programs[pe]
         loc, start_event = _kernel_def(model, pe)
         diverge = shape.divergence(pe)
@@ -95,13 +260,14 @@ def imbalance_findings(
                 loc=loc,
                 message=message,
                 suggestion=(
-                    "split the work evenly over the PEs (rows, tiles, experts per PE) or "
-                    "move the late PEs' extra work to the others; step to the first event "
-                    "to see where their steps part from the others'"
+                    "split the work evenly over the PEs (rows, tiles, experts per PE: "
+                    "spread the remainder one per PE) or move the late PEs' extra work to "
+                    "the others; step to the first event to see where their steps part "
+                    "from the others'"
                 ),
                 saving=int(saving),
                 share=saving / max(prog.achieved, 1),
-                pe_saving=int(claims[pe]),
+                pe_saving=int(gains[pe]),
                 line_id=line_id("KB111", loc, pe),
             )
         )
@@ -118,22 +284,16 @@ def _kernel_def(model: Model, pe: int) -> tuple[SourceLoc | None, int]:
     return model.index.loc(int(c.loc[first])), first
 
 
+def _where(model: Model, loc_id: int) -> str:
+    loc = model.index.loc(loc_id)
+    return "?" if loc is None else f"{os.path.basename(loc.file) or loc.file}:{loc.line}"
+
+
 class _Shape:
-    """Each PE's busy and stalled cycles, and its steps' lines, against a typical PE's."""
+    """Each PE's steps' lines against a typical PE's, and the words of the finding."""
 
     def __init__(self, model: Model, others: list[int], ends: dict[int, int]):
         self.model = model
-        index = model.index
-        futs = index.futures
-        pes = np.asarray(futs.pe, dtype=np.int64)
-        ok = (pes >= 0) & (pes < index.n_pes)
-        stall = np.bincount(
-            pes[ok], weights=np.asarray(futs.stall, dtype=np.int64)[ok], minlength=index.n_pes
-        )
-        self.stall = {pe: int(stall[pe]) for pe in model.programs}
-        self.busy = {pe: max(0, p.achieved - self.stall[pe]) for pe, p in model.programs.items()}
-        self.median_busy = median_low(self.busy[pe] for pe in others)
-        self.median_stall = median_low(self.stall[pe] for pe in others)
         # The typical PE: the one of the others that ends at their median end.
         by_end = sorted(others, key=lambda pe: (ends[pe], pe))
         self.typical = by_end[(len(by_end) - 1) // 2]
@@ -164,27 +324,30 @@ class _Shape:
             return -1, -1
         return int(events[step]), step
 
-    def message(self, late: list[int], next_end: int, claims: dict[int, int]) -> str:
-        """What differs on the late PEs, the latest one's figures first, and what the
-        saving counts of their cost."""
+    def message(self, imbalance: Imbalance, next_end: int, saving: int) -> str:
+        """The late PEs, their work against the median PE's, the cost, where their steps
+        diverge and what the even split saves."""
         model = self.model
+        late = imbalance.late
         ends = {pe: model.programs[pe].end for pe in late}
         pe = max(late, key=lambda p: ends[p])
         if len(late) == 1:
             who = f"PE {pe} ends {ends[pe] - next_end:,} cycles"
         else:
             who = "PEs " + ", ".join(map(str, late)) + f" end up to {ends[pe] - next_end:,} cycles"
+        work, median = imbalance.work[pe], imbalance.median_work
         text = (
-            f"{who} after the other PEs (their last at cycle {next_end:,}): PE {pe} worked "
-            f"{self.busy[pe]:,} cycles against the median PE's {self.median_busy:,}"
+            f"{who} after the other PEs (their last at cycle {next_end:,}): PE {pe}'s steps "
+            f"hold engines, channels and issue slots for {work:,} cycles against the median "
+            f"PE's {median:,} ({work / max(median, 1):.1f}x)"
         )
-        if self.median_busy:
-            text += f" ({self.busy[pe] / self.median_busy:.1f}x)"
-        text += f" and stalled {self.stall[pe]:,} against {self.median_stall:,}"
+        units = imbalance.units
+        line = _where(model, imbalance.unit_line) if imbalance.unit_line >= 0 else ""
+        if line:
+            text += f", and it runs {line} {units[pe]:,} times against {units[imbalance.typical]:,}"
         event, step = self.divergence(pe)
         if event >= 0:
-            loc = model.index.loc(int(model.index.columns.loc[event]))
-            where = "?" if loc is None else f"{os.path.basename(loc.file) or loc.file}:{loc.line}"
+            where = _where(model, int(model.index.columns.loc[event]))
             _, theirs = self._steps(self.typical)
             if step >= len(theirs):
                 text += (
@@ -193,7 +356,12 @@ class _Shape:
                 )
             else:
                 text += f"; its steps part from PE {self.typical}'s at step {step:,}, at {where}"
-        return text + (
-            f"; the saving counts the {claims.get(pe, 0):,} cycles of it below PE {pe}'s "
-            "critical-path bound that no other finding explains"
-        )
+        n_pes = len(model.programs)
+        if line:
+            split = (
+                f"the {sum(units.values()):,} runs of {line} over {n_pes} PEs, at most "
+                f"{imbalance.even_units:,} on each"
+            )
+        else:
+            split = f"the work over {n_pes} PEs"
+        return text + f"; split evenly ({split}), the launch would end {saving:,} cycles sooner"

@@ -511,13 +511,25 @@ def _ints(column: np.ndarray) -> array[int]:
     return out
 
 
-def launch_efficiency(bounds: list[PEBound]) -> tuple[int, float | None]:
-    """(the launch's bound in cycles from its start: its last PE's; bound / achieved of the
-    launch, None when the run did not complete). What compare and sweep show."""
+def launch_efficiency(
+    bounds: list[PEBound], balanced_end: int | None = None
+) -> tuple[int, float | None]:
+    """(the launch's bound in cycles from its start; bound / achieved of the launch, None
+    when the run did not complete). What compare, sweep and the compare header show.
+
+    The launch's bound is its last PE's bound end, or ``balanced_end`` when earlier: the
+    least end the launch could reach with the work of its imbalanced PEs split evenly
+    over the PEs (:attr:`kbdebug.analysis.imbalance.Imbalance.balanced_end`), so a launch
+    whose PEs each sit at their own bound, the work split unevenly, reads below 100 %
+    (and KB111 names the gain). Each PE's own bound and efficiency stay as they are.
+    """
     if not bounds:
         return 0, None
     start = min(b.start for b in bounds)
-    bound = max(b.start + b.bound for b in bounds) - start
+    end = max(b.start + b.bound for b in bounds)
+    if balanced_end is not None:
+        end = max(start, min(end, balanced_end))
+    bound = end - start
     achieved = max(b.end for b in bounds) - start
     if any(b.efficiency is None for b in bounds):
         return bound, None

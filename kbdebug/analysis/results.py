@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kbdebug.analysis.across_pes import group_across_pes
 from kbdebug.analysis.findings import MIN_SHARE, find_all
 from kbdebug.analysis.identity import with_stable_ids
+from kbdebug.analysis.imbalance import Imbalance, imbalance_of
 from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficiency
 from kbdebug.analysis.select import incomplete
 from kbdebug.analysis.summary import (
@@ -77,9 +78,16 @@ class Analysis:
         )
 
     @property
+    def imbalance(self) -> Imbalance | None:
+        """The late PEs with more work than the rest, and the launch's balanced bound."""
+        return self._once("_imbalance", lambda: imbalance_of(self.model))
+
+    @property
     def launch_efficiency(self) -> tuple[int, float | None]:
-        """(the launch's bound in cycles, bound / achieved; None: did not complete)."""
-        return launch_efficiency(self.bounds)
+        """(the launch's bound in cycles, bound / achieved; None: did not complete): the
+        bound with the work split evenly when some PEs do more of it (KB111)."""
+        imbalance = self.imbalance
+        return launch_efficiency(self.bounds, imbalance and imbalance.balanced_end)
 
     @property
     def summary(self) -> Summary:
