@@ -54,9 +54,10 @@ KB110 composite-restarted
     Consecutive ``tl.composite`` calls over the same B, each continuing the
     previous one's rows: re-timed as one call over all the rows.
 KB111 imbalance
-    A few PEs end well after the rest: names them, the launch's end cost, their
-    work and stall against the median PE's and where their steps diverge
-    (:mod:`kbdebug.analysis.imbalance`); claims only what the other findings leave.
+    A few PEs do clearly more work than the rest and end after them: names them,
+    their work against the median PE's, the launch's end cost and where their steps
+    diverge (:mod:`kbdebug.analysis.imbalance`); saves what an even split gains,
+    within the launch's balanced bound with what the other findings save.
 KB112 send-issued-late
     A send issued below work its data does not need while its receiver waited:
     re-timed right after the line that produces its data; its saving is the
