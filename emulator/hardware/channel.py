@@ -49,6 +49,26 @@ class Channel:
     two would be the next events anyway (``env.peek()`` is later than now).
     """
 
+    # Slots (here and in the PE's scratch, tl and futures): on a mesh of hundreds of PEs
+    # each event touches objects of a PE whose lines left the cache since its last one,
+    # and a slot is read from the object itself, not from a values array beside it.
+    __slots__ = (
+        "env",
+        "_emit",
+        "_emit_compound",
+        "cid",
+        "pe",
+        "kind",
+        "index",
+        "name",
+        "busy_until",
+        "busy_cycles",
+        "busy",
+        "queue",
+        "_holder",
+        "stack",
+    )
+
     def __init__(
         self,
         env: simpy.Environment,

@@ -14,6 +14,8 @@ _SCRATCH_FREE = Kind.SCRATCH_FREE
 class Scratch:
     """Tracks the bytes of each live buffer on one PE and records every alloc and free."""
 
+    __slots__ = ("env", "_emit", "pe", "capacity", "in_use", "peak", "buffers")
+
     def __init__(self, env, recorder: Recorder | None, *, pe: int, capacity: int):
         self.env = env
         #: ``recorder.emit``, None when nothing is recorded.

@@ -12,6 +12,17 @@ from emulator.trace.schema import SourceLoc
 class Waitable:
     """Something issued by one PE that resolves when its command completes."""
 
+    __slots__ = (
+        "id",
+        "pe",
+        "cmd",
+        "event",
+        "loc",
+        "waited_at",
+        "result",
+        "__weakref__",
+    )
+
     kind = "handle"
 
     def __init__(self, fid: int, pe: int, cmd: int, event: simpy.Event, loc: SourceLoc):
@@ -42,6 +53,8 @@ class Waitable:
 class LoadFuture(Waitable):
     """An HBM load in flight; tl.wait returns its TensorHandle."""
 
+    __slots__ = ("buffer", "shape", "dtype")
+
     kind = "load"
 
     def __init__(self, fid, pe, cmd, event, loc, *, buffer, shape, dtype):
@@ -55,6 +68,8 @@ class LoadFuture(Waitable):
 class RecvFuture(Waitable):
     """An IPCQ receive; tl.wait returns the received TensorHandle."""
 
+    __slots__ = ("buffer", "shape", "dtype", "direction")
+
     kind = "recv"
 
     def __init__(self, fid, pe, cmd, event, loc, *, buffer, shape, dtype, direction):
@@ -67,5 +82,7 @@ class RecvFuture(Waitable):
 
 class CompletionHandle(Waitable):
     """A store or send in flight; tl.wait returns None once it has landed."""
+
+    __slots__ = ()
 
     kind = "completion"

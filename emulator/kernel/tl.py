@@ -49,6 +49,24 @@ _FORGET_ABOVE = 64
 class TL(ComputeOps):
     """The tl API of one program instance, running on one PE in its own greenlet."""
 
+    __slots__ = (
+        "_launch",
+        "_pe",
+        "_env",
+        "_emit",
+        "_emit_compound",
+        "_caller",
+        "_switch",
+        "_pid",
+        "_scopes",
+        "_top",
+        "_issued",
+        "_forget_above",
+        "waiting_on",
+        "closed",
+        "_computed_read_at",
+    )
+
     def __init__(self, launch: Launch, pe: ProcessingElement, pid: tuple[int, ...]):
         self._launch = launch
         self._pe = pe

@@ -38,6 +38,8 @@ class ComputeOps:
     operands with TL's ``_array`` and ``_operand``.
     """
 
+    __slots__ = ()
+
     def dot(self, a: Any, b: Any) -> TensorHandle:
         """Matrix product on the GEMM engine, accumulated in f32."""
         loc = self._caller() if self._emit is not None else None
