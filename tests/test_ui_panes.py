@@ -15,6 +15,7 @@ from kbdebug.ui.app.keybar import KeyBar
 from kbdebug.ui.panes.events_view import EventsView
 from kbdebug.ui.panes.findings_view import FindingsView
 from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.mesh_view import MeshView
 from kbdebug.ui.panes.source_view import SourceView
 from kbdebug.ui.panes.timeline import LEGENDS, Timeline
 from kbdebug.ui.screens.help_screen import HelpScreen
@@ -41,14 +42,14 @@ async def test_number_keys_focus_their_panes_and_mark_only_that_title():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        for key, pane in (("1", Timeline), ("3", FuturesTable), ("4", EventsView)):
+        for key, pane in (("1", Timeline), ("3", FuturesTable), ("4", EventsView), ("6", MeshView)):
             await pilot.press(key)
             await pilot.pause()
             assert isinstance(app.focused, pane)
             titles = [title(app.query_one(w)) for w in (Timeline, SourceView, FuturesTable)]
             titles += tab_labels(app)
             # Every pane shows its number; only the focused one has the ▶ mark.
-            assert [t.lstrip("▶")[:3] for t in titles] == ["[1]", "[2]", "[3]", "[4]", "[5]"]
+            assert [t.lstrip("▶")[:3] for t in titles] == ["[1]", "[2]", "[3]", "[4]", "[5]", "[6]"]
             assert [t[:4] for t in titles if t.startswith("▶")] == [f"▶[{key}]"]
 
 

@@ -27,3 +27,20 @@ def test_main_screen_160x48(snap_compare):
 def test_main_screen_of_four_pes_160x48(snap_compare):
     app = KbdebugApp(replay=fresh("prefill"))
     assert snap_compare(app, terminal_size=(160, 48), run_before=_stop_at_second_stalled_wait)
+
+
+async def _mesh_by_end(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.press("6", "o")
+    await pilot.pause()
+
+
+def test_mesh_pane_of_a_4x4_mesh_by_end_80x24(snap_compare):
+    app = KbdebugApp(replay=fresh("mesh16"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_mesh_by_end)
+
+
+def test_mesh_pane_of_a_4x4_mesh_by_end_160x48(snap_compare):
+    app = KbdebugApp(replay=fresh("mesh16"))
+    assert snap_compare(app, terminal_size=(160, 48), run_before=_mesh_by_end)

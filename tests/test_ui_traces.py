@@ -32,6 +32,17 @@ def failing(tl):
     raise ValueError("boom")
 
 
+def uneven(tl):
+    """Each PE of a 4x4 mesh loads and computes a different amount: its end, stall and
+    efficiency differ from its neighbours'."""
+    pid = tl.program_id(0)
+    x = tl.load(0, (32, 32), "f16")
+    for k in range(pid % 5):
+        x = tl.wait(tl.load_async(2048 * (k + 1), (32, 32), "f16"))
+    for _ in range((pid * 7) % 4):
+        x = tl.dot(x, x)
+
+
 @functools.cache
 def _directory() -> str:
     directory = tempfile.mkdtemp(prefix="kbdebug-ui-tests-")
@@ -42,7 +53,8 @@ def _directory() -> str:
 
 @functools.cache
 def trace(name: str) -> str:
-    """The path of a trace: a built-in scenario, ``deadlock``, ``error`` or ``truncated``."""
+    """The path of a trace: a built-in scenario, ``deadlock``, ``error``, ``truncated`` or
+    ``mesh16`` (16 uneven PEs on a 4x4 mesh)."""
     path = os.path.join(_directory(), f"{name}.kbt")
     if name in SCENARIOS:
         SCENARIOS[name]().run(trace=path)
@@ -50,6 +62,9 @@ def trace(name: str) -> str:
         config = HardwareConfig().replace(mesh_rows=1, mesh_cols=2)
         with pytest.raises(EmulatorError):
             run_kernel(deadlocked, (), (2,), None, config, trace=path)
+    elif name == "mesh16":
+        config = HardwareConfig().replace(mesh_rows=4, mesh_cols=4)
+        run_kernel(uneven, (), (16,), None, config, trace=path)
     elif name == "error":
         with pytest.raises(EmulatorError):
             run_kernel(failing, (), (1,), None, HardwareConfig(), trace=path)

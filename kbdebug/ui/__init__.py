@@ -6,7 +6,7 @@ it shows comes from the public Replay, index and Analysis API.
 - ``app``: the app itself (keys, palette, key bar, help, loading, stepping,
   breakpoints, the findings worker) and its single-run mode, ``KbdebugApp``;
 - ``compare``: the compare mode, ``CompareApp``: two runs and the link between them;
-- ``panes``: the panes (timeline, source, futures, events, findings) and their drawing;
+- ``panes``: the panes (timeline, source, futures, events, findings, mesh) and their drawing;
 - ``screens``: the dialogs over the app (help, prompt, breakpoint list).
 """
 

@@ -32,6 +32,13 @@ class FutureChosen(Message):
 
 
 @dataclass
+class PeChosen(Message):
+    """Enter on a PE of the mesh: focus it in the other panes."""
+
+    pe: int
+
+
+@dataclass
 class FindingChosen(Message):
     """Enter on a finding: jump to its first event."""
 

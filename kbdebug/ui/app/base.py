@@ -18,6 +18,7 @@ from textual.reactive import var
 from textual.worker import get_current_worker
 
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.model import PEBound
 from kbdebug.replay import Replay
 from kbdebug.replay.opening import Opening
 from kbdebug.ui import queries
@@ -29,9 +30,11 @@ from kbdebug.ui.messages import (
     AnalysisComputed,
     LineChosen,
     LoadProgressed,
+    PeChosen,
     TraceLoadFailed,
     TracesLoaded,
 )
+from kbdebug.ui.panes.mesh_view import MeshView
 from kbdebug.ui.panes.timeline import Timeline
 from kbdebug.ui.screens.help_screen import HelpScreen
 
@@ -326,6 +329,29 @@ class DebuggerApp(BreakpointActions, App[int]):
         n = self.replay.index.n_pes
         self.focused_pe = (self.focused_pe + delta) % n
         self.status = f"focused PE {self.focused_pe}"
+
+    # --- the mesh ----------------------------------------------------------------------------
+
+    def show_mesh(self, bounds: list[PEBound] | None) -> None:
+        """Show the focused run's PEs in the mesh pane, ends and efficiencies from
+        ``bounds`` (its analysis's; None while it is computed)."""
+        for view in self.query(MeshView):
+            view.show(self.replay, bounds)
+
+    def mesh_status(self) -> str:
+        """What the mesh pane says when it gets the keyboard."""
+        view = self.query_one(MeshView)
+        return self.in_run(f"{view.summary()}: o sorts, Enter focuses a PE")
+
+    def action_focus_mesh(self) -> None:
+        """Give the mesh pane the keyboard."""
+        self.query_one(MeshView).focus()
+        self.status = self.mesh_status()
+
+    def on_pe_chosen(self, message: PeChosen) -> None:
+        view = self.query_one(MeshView)
+        self.focused_pe = message.pe
+        self.status = self.in_run(f"focused PE {message.pe}: {view.describe(message.pe)}")
 
     def seek_cycle(self, cycle: int) -> None:
         """Go to just after the last event at or before ``cycle``."""

@@ -54,6 +54,13 @@ KEYS = (
         "5", "focus_pane(5)", "findings", "Focus pane 5: the findings, biggest saving first", False
     ),
     Key(
+        "6",
+        "focus_pane(6)",
+        "mesh",
+        "Focus pane 6: the mesh, every PE's stall over the launch, end and efficiency",
+        False,
+    ),
+    Key(
         "r", "reload", "reload", "Reload the trace if its file changed, keeping the position", False
     ),
     Key(
@@ -107,6 +114,7 @@ PANES = (
     Pane(3, "futures", "futures"),
     Pane(4, "events", "events", "events-tab"),
     Pane(5, "findings", "findings", "findings-tab"),
+    Pane(6, "mesh", "mesh", "mesh-tab"),
 )
 
 #: Keys the key bar keeps at its right end whatever the width.

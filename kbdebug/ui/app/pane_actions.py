@@ -8,6 +8,7 @@ from kbdebug.ui.app.keys import PANES
 from kbdebug.ui.panes.events_view import EventsView
 from kbdebug.ui.panes.findings_view import FindingsView
 from kbdebug.ui.panes.futures_table import FuturesTable
+from kbdebug.ui.panes.mesh_view import MeshView
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.panes.source_view import SourceView
 from kbdebug.ui.panes.styles import pane_title
@@ -18,7 +19,7 @@ class PaneActions:
     """KbdebugApp's pane keys and what help and palette say of its panes (a mixin)."""
 
     def action_focus_pane(self, number: int) -> None:
-        """Focus pane ``number`` (1 timeline .. 5 findings), showing its tab if it has one."""
+        """Focus pane ``number`` (1 timeline .. 6 mesh), showing its tab if it has one."""
         pane = PANES[number - 1]
         if pane.name == "futures" and self.source_wide:
             self.action_widen_source()  # the futures table comes back to be focused
@@ -27,6 +28,9 @@ class PaneActions:
         widget = self.query_one(f"#{pane.widget}")
         widget.focus()
         self.status = f"pane {number}: {pane.name} ({_PANE_HINTS[pane.name]})"
+        if isinstance(widget, MeshView):
+            # What the mesh is for is what it says: which PE ends last, which stalls most.
+            self.status = self.mesh_status()
         if isinstance(widget, FindingsView) and widget.row_count():
             widget.moved(widget.cursor)  # the details, when the pane has no room for them
 
@@ -54,7 +58,7 @@ class PaneActions:
             return
         focused = self.focused
         for tabs in self.query(TabbedContent):
-            for number, name, tab in ((4, "Events", "events-tab"), (5, "Findings", "findings-tab")):
+            for number, name, tab in TABS:
                 if name == "Findings" and self.findings is not None:
                     name = f"Findings ({len(self.findings)})"
                 views = list(tabs.get_pane(tab).query(RowView))
@@ -84,6 +88,9 @@ class PaneActions:
         await self.run_action(action, self.query_one(f"#{PANES[number - 1].widget}"))
 
 
+#: The panes in tabs: number, label, tab id.
+TABS = ((4, "Events", "events-tab"), (5, "Findings", "findings-tab"), (6, "Mesh", "mesh-tab"))
+
 #: What each pane is for, said when a number key focuses it.
 _PANE_HINTS = {
     "timeline": "← → pan, + - zoom, Z whole trace",
@@ -91,6 +98,7 @@ _PANE_HINTS = {
     "futures": "↑↓ pick a future, o sorts by id, stall or issue",
     "events": "↑↓ and Enter go to an event",
     "findings": "biggest saving first; Enter goes to one",
+    "mesh": "o sorts by PE, end, stall or efficiency; Enter focuses a PE",
 }
 
 #: The widget class of each pane, for its keys.
@@ -100,4 +108,5 @@ _PANE_CLASSES = {
     "futures": FuturesTable,
     "events": EventsView,
     "findings": FindingsView,
+    "mesh": MeshView,
 }

@@ -39,6 +39,7 @@ from kbdebug.ui.panes.events_view import EventsView
 from kbdebug.ui.panes.findings_view import FindingsView
 from kbdebug.ui.panes.futures_table import FuturesTable
 from kbdebug.ui.panes.lanes import TimelineData, build_timeline, future_span
+from kbdebug.ui.panes.mesh_view import MeshView
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.panes.source_view import SourceView
 from kbdebug.ui.panes.styles import pane_title
@@ -157,6 +158,8 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
                 )
             with TabPane(pane_title(5, "Findings", False), id="findings-tab"):
                 yield FindingsView(replay.index.n_pes, id="findings")
+            with TabPane(pane_title(6, "Mesh", False), id="mesh-tab"):
+                yield MeshView(replay, id="mesh").data_bind(KbdebugApp.focused_pe)
         yield KeyBar(id="keys")
 
     def on_resize(self) -> None:
@@ -214,6 +217,7 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         view.findings = self.findings
         view.note = error or "no findings: nothing serialised unexpectedly"
         self._retitle_tabs()
+        self.show_mesh(bounds)
 
     def finding_runs(self) -> list[tuple[Replay, list[Finding] | None]]:
         return [(self.replay, self.findings)]
@@ -238,6 +242,8 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         return status
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        # The mesh lists every PE: its tab takes rows from the timeline and the source.
+        self.screen.set_class(event.pane.id == "mesh-tab", "-mesh")
         # A tab the user switches to gets the keyboard, so Enter acts at once.
         if isinstance(self.focused, Tabs):
             for view in event.pane.query(RowView):

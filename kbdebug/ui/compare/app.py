@@ -20,6 +20,7 @@ from textual.reactive import var
 
 from kbdebug.analysis.compare import Change, Comparison, FindingGroups
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.model import PEBound
 from kbdebug.replay import Replay, StalledWait
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
@@ -33,6 +34,7 @@ from kbdebug.ui.compare.keys import INTRO, KEYS, NARROW_COLUMNS
 from kbdebug.ui.compare.source import CompareSource
 from kbdebug.ui.compare.timeline import RunCycleClicked, SharedTimeline
 from kbdebug.ui.panes.lanes import build_timeline
+from kbdebug.ui.panes.mesh_view import MeshView
 from kbdebug.ui.panes.timeline import Timeline
 
 RUNS = ("a", "b")
@@ -46,6 +48,8 @@ class Compared:
     headline: list[Change]
     #: Each run's findings, biggest saving first, by run.
     findings: dict[str, list[Finding]]
+    #: Each run's PE bounds (ends and efficiencies), by run.
+    bounds: dict[str, list[PEBound]]
 
 
 def _call_text(site: str) -> str:
@@ -104,6 +108,8 @@ class CompareApp(DebuggerApp):
         self.stalled_waits = {run: StalledWait(min_stall=1) for run in RUNS}
         #: Each run's findings, biggest saving first; empty until the worker is done.
         self.run_findings: dict[str, list[Finding]] = {}
+        #: Each run's PE bounds; empty until the worker is done.
+        self.run_bounds: dict[str, list[PEBound]] = {}
 
     # --- the focused run -------------------------------------------------------------------
 
@@ -171,9 +177,13 @@ class CompareApp(DebuggerApp):
             futures = FuturePair(id="futures").data_bind(CompareApp.side)
             futures.border_title = "future under the cursor, A and B"
             yield futures
-        findings = FindingGroupsView(id="findings").data_bind(CompareApp.side)
-        findings.border_title = "findings: fixed, new, still there (Enter: go to it)"
-        yield findings
+        with Horizontal(id="bottom"):
+            findings = FindingGroupsView(id="findings").data_bind(CompareApp.side)
+            findings.border_title = "findings: fixed, new, still there (Enter: go to it)"
+            yield findings
+            mesh = MeshView(self.replay, id="mesh").data_bind(CompareApp.focused_pe)
+            mesh.border_title = f"[6] mesh of {self.side.upper()}"
+            yield mesh
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -215,6 +225,7 @@ class CompareApp(DebuggerApp):
             ("Pane timelines A and B: Tab focuses them; then", SharedTimeline),
             ("Pane source: Tab focuses it; then", CompareSource),
             ("Pane findings: Tab focuses it; then", FindingGroupsView),
+            ("Pane mesh (the focused run's PEs): 6 or Tab focuses it; then", MeshView),
         ]
 
     # --- the comparison, in a worker -------------------------------------------------------
@@ -232,7 +243,8 @@ class CompareApp(DebuggerApp):
         findings = {
             run: queries.biggest_saving_first(private.analysis[run].findings) for run in RUNS
         }
-        return Compared(private.findings, private.headline, findings)
+        bounds = {run: private.analysis[run].bounds for run in RUNS}
+        return Compared(private.findings, private.headline, findings, bounds)
 
     def _show_analysis(self, result: Compared | None, error: str | None) -> None:
         view = self.query_one(FindingGroupsView)
@@ -241,6 +253,8 @@ class CompareApp(DebuggerApp):
             view.note = error
             return
         self.run_findings = result.findings
+        self.run_bounds = result.bounds
+        self._show_mesh()
         view.groups = result.groups
         self.query_one(CompareHeader).headline = result.headline
 
@@ -327,6 +341,12 @@ class CompareApp(DebuggerApp):
         self.breaks = queries.breakpoint_summary(self.replay)
         self._select_future()
         self.sync_views()
+        self._show_mesh()
+
+    def _show_mesh(self) -> None:
+        """The mesh pane shows the focused run's PEs."""
+        self.show_mesh(self.run_bounds.get(self.side))
+        self.query_one(MeshView).border_title = f"[6] mesh of {self.side.upper()}"
 
     def action_toggle_align(self) -> None:
         self.align = "call" if self.align == "zero" else "zero"

@@ -47,6 +47,13 @@ KEYS = (
     _key("zoom_all", "Zoom out to both whole runs"),
     _key("pan(-1)", "Pan both timelines left"),
     _key("pan(1)", "Pan both timelines right"),
+    Key(
+        "6",
+        "focus_mesh",
+        "mesh",
+        "Focus the mesh: the focused run's PEs, each one's stall, end and efficiency",
+        False,
+    ),
     _key("help", footer=True),
     _key("quit", footer=True),
     _key("command_palette", footer=True),

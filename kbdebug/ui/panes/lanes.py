@@ -268,7 +268,7 @@ def build_timeline(replay: Replay) -> TimelineData:
     cycles = cycle_dtype(int(time.min()), max(int(time.max()), end_time)) if len(time) else np.int32
     lanes: list[Lane] = []
 
-    ends_by_pe = _kernel_ends(replay)
+    ends_by_pe = kernel_ends(replay)
     scratch_capacity = _scratch_capacity(replay)
     # Stalled waits, and waits that never ended (deadlock, trace cut short).
     stalled = np.flatnonzero((f.wait_begin >= 0) & ((f.stall > 0) | (f.wait_end < 0)))
@@ -335,7 +335,7 @@ def _scratch_capacity(replay: Replay) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def _kernel_ends(replay: Replay) -> dict[int, tuple[float, float, str]]:
+def kernel_ends(replay: Replay) -> dict[int, tuple[float, float, str]]:
     """Per PE: when its kernel started and ended, and how it ended."""
     index = replay.index
     c = index.columns

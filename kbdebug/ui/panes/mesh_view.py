@@ -1,0 +1,243 @@
+"""MeshView: every PE of the launch on one screen, one row each: its stall over the launch
+as a heat strip, its end and efficiency; sorted by PE, end, stall or efficiency."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.reactive import reactive
+
+from kbdebug.analysis.model import PEBound
+from kbdebug.replay import Replay
+from kbdebug.ui.messages import PeChosen
+from kbdebug.ui.panes.mesh_data import SORTS, MeshData
+from kbdebug.ui.panes.rowview import RowView
+from kbdebug.ui.queries import cycles
+
+#: A strip cell by the stall share of its cycles: the kernel not running, running
+#: without a stall, then eighths of stall (any stall shows at least one).
+NOT_RUNNING, RUNNING = " ", "─"
+STALL_EIGHTHS = "▁▂▃▄▅▆▇█"
+#: From this many eighths of stall a cell is drawn hot.
+HOT_EIGHTHS = 4
+#: The column each sort marks in the header.
+_SORT_COLUMN = {"pe": "PE", "end": "end", "stall": "stall", "efficiency": "eff"}
+#: Characters of a row's figures: end (7), efficiency (4) and stall share (6), spaced.
+FIGURES_WIDTH = 19
+#: What marks the focused PE's row.
+FOCUSED_PE = "▸"
+#: The narrowest strip drawn; below it the row shows its figures only.
+MIN_STRIP = 8
+
+
+def strip_codes(shares: np.ndarray) -> np.ndarray:
+    """A cell code per stall share: -1 not running, 0 running, 1..8 eighths of stall."""
+    codes = np.rint(8 * np.nan_to_num(shares, nan=0.0).clip(0.0, 1.0)).astype(np.int8)
+    codes[(codes == 0) & (np.nan_to_num(shares, nan=0.0) > 0)] = 1
+    codes[np.isnan(shares)] = -1
+    return codes
+
+
+def share_text(share: float) -> str:
+    """A share as a percentage, ``<1%`` for a little that would round to nothing."""
+    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
+
+
+class MeshView(RowView):
+    """One row per PE: number (and place in a 2-D mesh), end, efficiency, stall share and
+    a heat strip of its stall over the launch; Enter focuses the PE in the other panes."""
+
+    BINDINGS = [
+        Binding("o", "cycle_sort", "sort", tooltip="Sort by PE, end, stall or efficiency"),
+        Binding("enter", "choose", "focus PE", tooltip="Focus the PE: the other panes follow"),
+    ]
+
+    COMPONENT_CLASSES = {
+        "mesh-view--running",
+        "mesh-view--warm",
+        "mesh-view--hot",
+        "mesh-view--focused",
+    }
+
+    DEFAULT_CSS = """
+    MeshView > .mesh-view--running { color: $success-darken-1; }
+    MeshView > .mesh-view--warm { color: $warning; }
+    MeshView > .mesh-view--hot { color: $error-lighten-1; }
+    MeshView > .mesh-view--focused { text-style: bold; }
+    """
+
+    HAS_HEADER = True
+
+    sort = reactive("pe")
+    """The row order: ``pe``, ``end`` (latest first), ``stall`` (most first) or
+    ``efficiency`` (least first)."""
+
+    focused_pe = reactive(0, repaint=False)
+    """The PE the other panes show (marked on its row)."""
+
+    def __init__(self, replay: Replay, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._use(MeshData(replay))
+
+    def _use(self, data: MeshData) -> None:
+        self.data = data
+        # By number until ``_reorder`` applies the sort (the sort's watcher, at mount).
+        self._order = data.order("pe")
+        self._rank = np.argsort(self._order)
+        label = max(len(str(data.n_pes - 1)), 3)  # "PE▼" heads it
+        place = max((len(data.position(p)) for p in range(data.n_pes)), default=0)
+        #: Characters of the PE column: its number, and its place in a 2-D mesh.
+        self._label_width = label + (place + 1 if place else 0)
+
+    def show(self, replay: Replay, bounds: list[PEBound] | None) -> None:
+        """Show ``replay``'s PEs (another run's, or a reloaded trace), with ``bounds``."""
+        if replay.index is not self.data.index:
+            self._use(MeshData(replay))
+            self.cursor = 0
+        self.data.use_bounds(bounds)
+        self._reorder()
+
+    def use_bounds(self, bounds: list[PEBound] | None) -> None:
+        """The analysis is in: ends and efficiencies from its bounds."""
+        self.data.use_bounds(bounds)
+        self._reorder()
+
+    def row_count(self) -> int:
+        return self.data.n_pes
+
+    def pe_at(self, row: int) -> int:
+        """The PE on ``row`` in the current order."""
+        return int(self._order[row])
+
+    def row_of(self, pe: int) -> int:
+        """The row PE ``pe`` is on in the current order."""
+        return int(self._rank[pe])
+
+    # --- order -------------------------------------------------------------------------
+
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+
+    def validate_sort(self, sort: str) -> str:
+        return sort if sort in SORTS else "pe"
+
+    def watch_sort(self) -> None:
+        self._reorder(first=True)
+
+    def _reorder(self, first: bool = False) -> None:
+        """Rows in the current sort; the cursor on its first row (a new sort: what the
+        sort puts first is what was asked for) or kept on its PE."""
+        pe = self.pe_at(self.cursor) if self.row_count() else 0
+        self._order = self.data.order(self.sort)
+        self._rank = np.argsort(self._order)
+        self.cursor = 0 if first else self.row_of(pe)
+        self.show_row(self.cursor)
+        if first:
+            self.top = 0
+        self.refresh()
+
+    def watch_focused_pe(self, old: int, new: int) -> None:
+        if 0 <= old < self.row_count():
+            self.refresh_rows(self.row_of(old))
+        if 0 <= new < self.row_count():
+            self.refresh_rows(self.row_of(new))
+
+    def chosen(self, row: int) -> None:
+        self.post_message(PeChosen(self.pe_at(row)))
+
+    # --- drawing -----------------------------------------------------------------------
+
+    def _strip_width(self, width: int) -> int:
+        """Columns left for the strip after the mark, the PE and its figures."""
+        return width - (1 + self._label_width + 1 + FIGURES_WIDTH + 1)
+
+    def render_header(self, width: int, base: Style) -> list[Segment]:
+        marked = _SORT_COLUMN[self.sort]
+
+        def title(name: str, size: int) -> str:
+            return (name + ("▼" if name == marked else "")).rjust(size)
+
+        text = (
+            f" {title('PE', self._label_width)} {title('end', 7)} {title('eff', 4)} "
+            f"{title('stall', 6)} "
+        )
+        strip = self._strip_width(width)
+        if strip >= MIN_STRIP:
+            end = f"{self.data.end_time:,}"
+            axis = "stall over the launch"
+            inner = strip - len(end) - 2
+            middle = f" {axis} " if inner >= len(axis) + 2 else ""
+            text += "0" + middle.center(max(inner, 0), "╌") + " " + end
+        return [Segment(text, base)]
+
+    def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
+        data = self.data
+        pe = self.pe_at(row)
+        focused = pe == self.focused_pe
+        if focused:
+            base = base + self.component_style("mesh-view--focused")
+        figures = data.figures(pe)
+        place = data.position(pe)
+        label = f"{pe} {place}" if place else str(pe)
+        if data.ran[pe]:
+            eff = "" if figures.efficiency is None else f"{figures.efficiency:.0%}"
+            end = f"{figures.end:,}" if figures.end < 10_000_000 else cycles(figures.end, 7)
+            text = f"{end:>7} {eff:>4} {share_text(figures.stall_share):>6} "
+        else:
+            text = f"{'no kernel':>{FIGURES_WIDTH}} "
+        mark = FOCUSED_PE if focused else " "
+        segments = [Segment(f"{mark}{label:>{self._label_width}} {text}", base)]
+        strip = self._strip_width(width)
+        if strip >= MIN_STRIP:
+            segments += self._strip(pe, strip, base)
+        return segments
+
+    def _strip(self, pe: int, width: int, base: Style) -> list[Segment]:
+        """PE ``pe``'s heat strip: runs of equal cells, one segment each."""
+        codes = strip_codes(self.data.shares(width)[pe])
+        segments = []
+        start = 0
+        for end in [*(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]:
+            code = int(codes[start])
+            if code < 0:
+                text, style = NOT_RUNNING * (end - start), base
+            elif code == 0:
+                text = RUNNING * (end - start)
+                style = base + self.component_style("mesh-view--running")
+            else:
+                text = STALL_EIGHTHS[code - 1] * (end - start)
+                hot = "mesh-view--hot" if code >= HOT_EIGHTHS else "mesh-view--warm"
+                style = base + self.component_style(hot)
+            segments.append(Segment(text, style))
+            start = end
+        return segments
+
+    def describe(self, pe: int) -> str:
+        """PE ``pe``'s figures in words, for the status line."""
+        data = self.data
+        if not data.ran[pe]:
+            return "it ran no kernel"
+        figures = data.figures(pe)
+        place = data.position(pe)
+        text = f"ends at cycle {figures.end:,}, stalled {share_text(figures.stall_share)}"
+        if figures.efficiency is not None:
+            text += f", {figures.efficiency:.0%} efficient"
+        return f"{text} (mesh {place})" if place else text
+
+    def summary(self) -> str:
+        """Which PE ends last, which stalls most and which is least efficient, in words."""
+        data = self.data
+        if not data.ran.any():
+            return "no PE ran a kernel"
+        last = int(data.order("end")[0])
+        most = int(data.order("stall")[0])
+        text = (
+            f"PE {last} ends last ({int(data.end[last]):,}), "
+            f"PE {most} stalls most ({share_text(data.figures(most).stall_share)})"
+        )
+        least = data.figures(int(data.order("efficiency")[0]))
+        if least.efficiency is not None:
+            text += f", PE {least.pe} is least efficient ({least.efficiency:.0%})"
+        return text
