@@ -9,11 +9,11 @@ of a reduction tree) does the same work as the others and is not imbalanced: its
 lateness is the chain's critical path, which the per-PE bound already counts. The
 imbalanced PEs must be fewer than half of the launch (then they are the exception).
 
-The work comes in **units**: the iterations of the late PE's most repeated line
-(each PE's count of that line's command), or, when the late PEs do not repeat it more often
-than a typical PE, work cycles. An even split gives every PE at most ``ceil(total
-units / PEs)`` of them, and a PE's time (and bound) grows by the late PEs' time
-(and bound) per extra unit over a typical PE's:
+The work comes in **units**: the iterations of the late PE's most repeated command
+(each PE's count of it), or, when the late PEs do not run it more often than a
+typical PE, work cycles. An even split gives every PE at most ``ceil(total units /
+PEs)`` of them, and a PE's time (and bound) grows by the late PEs' time (and bound)
+per extra unit over a typical PE's:
 
 - the **balanced bound** (:attr:`Imbalance.balanced_end`) is the least end cycle the
   launch could reach with that split: the latest bound end of the PEs that are not
@@ -28,7 +28,9 @@ units / PEs)`` of them, and a PE's time (and bound) grows by the late PEs' time
 KB111's **saving** is the recorded end minus the spread end, never more than the
 end the other findings' fixes leave (re-timed together) minus the balanced bound:
 with what those findings explain it stays within end - balanced bound, and a
-launch at its balanced bound gets none. A late PE's own gap to its per-PE bound
+launch at its balanced bound gets none. A late PE's own gain (``pe_saving``) is its
+end minus the spread end: the work leaves the PE, so its per-PE bound, which takes
+its work as given, does not cap it. A late PE's own gap to its per-PE bound
 left unexplained is KB111's story (returned as its claim, so KB106 does not name it
 twice); a late PE slowed by its own bug, with no more work, gets that bug's finding.
 
