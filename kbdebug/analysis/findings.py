@@ -165,13 +165,14 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
             continue
         rule = wait_edits.one_rule(items, lambda edits: _launch_gain(model, edits))
         edits = wait_edits.edits_of(items)
-        launch_gain[(rule, loc_id)] = _launch_gain(model, edits)
-        if rule == "KB112":
-            # A send's own PE gains nothing from it: each PE's gain is the one it gets
-            # with the line fixed on every PE (the receivers', down the line).
-            lengths, _ = simulate_launch(model, edits, model.recorded)
-            for pe, n in lengths.items():
-                launch_gain[(rule, loc_id, pe)] = max(model.recorded[pe] - min(n, NEVER), 0)
+        lengths, _ = simulate_launch(model, edits, model.recorded)
+        launch_gain[(rule, loc_id)] = _launch_end(model, model.recorded) - _launch_end(
+            model, lengths
+        )
+        # Each PE's own gain is the one it gets with the line fixed on every PE (what one
+        # PE's fix alone gives is less on a ring; a send's own PE gains nothing from it).
+        for pe, n in lengths.items():
+            launch_gain[(rule, loc_id, pe)] = max(model.recorded[pe] - min(n, NEVER), 0)
     # What every finding's fix explains of each PE's gap, all applied together on the mesh
     # (a PE slowed by its neighbour's late send is explained by the neighbour's finding).
     edits = {d.prog.pe: d.edit(*(g for g, _ in d.groups())) for d in diagnoses if d.groups()}
