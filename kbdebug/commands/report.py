@@ -123,7 +123,17 @@ def run(args: argparse.Namespace) -> int:
     gate = Gate.check(selectors, min_saving, findings, bounds, reason)
     if args.json:
         chains = analysis.worst_wait_chains
-        doc = to_json(args.trace, summary, futures, findings, bounds, reason, gate, chains)
+        doc = to_json(
+            args.trace,
+            summary,
+            futures,
+            findings,
+            bounds,
+            reason,
+            gate,
+            chains,
+            launch=analysis.launch_efficiency,
+        )
         sys.stdout.write(json.dumps(doc, indent=2))
         sys.stdout.write("\n")
     else:
@@ -136,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             reason,
             per_pe=args.per_pe,
             chains=analysis.worst_wait_chains,
+            launch=analysis.launch_efficiency,
         )
         sys.stdout.write(text)
     sys.stdout.flush()

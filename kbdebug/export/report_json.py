@@ -22,6 +22,11 @@ escapes them)::
                  "ipcq_send_count", "ipcq_recv_count": int},
       "channels": [{"id", "name", "kind", "pe", "busy_cycles": int,
                     "share": float}],    # busy_cycles / end_time
+      "launch": {"bound": int,          # the least the launch could take (cycles from its
+                                        # start), its work spread evenly when a few PEs
+                                        # do more of it (KB111)
+                 "efficiency": float | None},  # bound / the launch's time; None: did
+                                        # not complete (compare and sweep show these)
       "efficiency": [{"pe", "start", "end", "achieved",
                       "bound": int,      # critical-path lower bound of the kernel time
                       "efficiency": float | None,   # bound / achieved; None: did not complete
@@ -103,6 +108,7 @@ def to_json(
     reason: str | None = None,
     gate: Gate | None = None,
     chains: list[WaitChain] | None = None,
+    launch: tuple[int, float | None] | None = None,
 ) -> dict[str, Any]:
     """The report as a ``kbdebug.report/4`` document (``chains``: the longest receive
     waits followed across PEs, ``Analysis.worst_wait_chains``)."""
@@ -137,6 +143,7 @@ def to_json(
             for ch in summary.channels
         ],
         "efficiency": [{**asdict(b), "savings": savings.get(b.pe, 0)} for b in bounds],
+        "launch": None if launch is None else {"bound": launch[0], "efficiency": launch[1]},
         "stall_by_line": [
             {"loc": loc_json(s.loc), "waits": s.waits, "stall_cycles": s.stall_cycles}
             for s in summary.stall_by_line

@@ -203,6 +203,7 @@ def render(
     *,
     per_pe: bool = False,
     chains: list[WaitChain] | None = None,
+    launch: tuple[int, float | None] | None = None,
 ) -> str:
     """The report as text, the status line first; on many PEs the per-PE and busy tables
     are spreads (min, median, max) unless ``per_pe``; ``chains``: the longest receive
@@ -219,6 +220,13 @@ def render(
         f"{'s' if summary.n_pes != 1 else ''})"
     )
     lines.append(f"end cycle: {summary.end_time:,}  events: {summary.n_events:,}")
+    if launch is not None and ran > 1:
+        bound, efficiency = launch
+        eff = "did not complete" if efficiency is None else f"efficiency {efficiency:.1%}"
+        lines.append(
+            f"launch: bound {bound:,} cycles, {eff} (the least the launch could take, "
+            "its work spread evenly over the PEs)"
+        )
     lines.append(
         f"stall cycles: {summary.stall_cycles:,}{summed}  dma_read_count: "
         f"{summary.counts['dma_read_count']:,}{summed}"
