@@ -88,3 +88,70 @@ async def test_a_stop_on_another_pe_lists_that_pes_futures_with_its_future_picke
         table = app.query_one(FuturesTable)
         assert table.future_at(table.cursor) == future
         assert {int(replay.index.futures.pe[x]) for x in futures_shown(table)} == {pe}
+
+
+# --- waits followed across PEs -------------------------------------------------------------
+
+
+def receive_wait(replay, pe: int) -> int:
+    """The WAIT_BEGIN of ``pe``'s receive in the relay."""
+    futs = replay.index.futures
+    (f,) = [f for f in range(len(futs.cmd)) if futs.pe[f] == pe and futs.wait_begin[f] >= 0]
+    return int(futs.wait_begin[f])
+
+
+async def test_u_follows_a_stalled_receive_back_to_its_root_and_d_returns():
+    replay = fresh("relay")
+    n_pes = replay.index.n_pes
+    chain = Analysis(fresh("relay")).wait_chain(receive_wait(replay, n_pes - 1))
+    # PE 3 waited for PE 2's send, late because PE 2 waited for PE 1's, ... PE 0's work.
+    assert [(link.pe, link.sender) for link in chain.links] == [(3, 2), (2, 1), (1, 0)]
+    expected = [chain.links[0].wait_event]
+    for k, link in enumerate(chain.links):
+        expected.append(link.send_event)
+        if k + 1 < len(chain.links):
+            expected.append(chain.links[k + 1].wait_event)
+    assert chain.root.event == expected[-1]  # the root is PE 0's send: its own work
+    c = replay.index.columns
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        app.move_to(expected[0] + 1)
+        await pilot.pause()
+        for k, event in enumerate(expected[1:], start=1):
+            await pilot.press("u")
+            await pilot.pause()
+            assert app.position == event + 1
+            pe = int(c.pe[event])
+            assert app.focused_pe == pe
+            # The status names the link: the PE, its line and the cycle.
+            line = replay.index.loc(int(c.loc[event]) if c.loc[event] >= 0 else -1)
+            assert f"PE {pe}" in app.status and f"cycle {int(c.time[event]):,}" in app.status
+            if k % 2:  # a send: how late it was and why
+                link = chain.links[k // 2]
+                assert f"{link.late:,} cycles late" in app.status
+                assert f"kernels_across_pes.py:{link.send_loc.line}" in app.status
+            else:
+                assert line is None or f"kernels_across_pes.py:{line.line}" in app.status
+        assert "the root: PE 0's own work" in app.status
+        await pilot.press("u")  # the chain ends at its root
+        assert app.position == expected[-1] + 1 and app.status.startswith("the chain ends here")
+        for event in reversed(expected[:-1]):
+            await pilot.press("d")
+            await pilot.pause()
+            assert app.position == event + 1 and app.focused_pe == int(c.pe[event])
+        await pilot.press("d")
+        assert app.position == expected[0] + 1 and "at the start of the chain" in app.status
+
+
+async def test_u_away_from_a_receive_says_what_it_needs():
+    replay = fresh("flawed_prefetch")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("u")
+        assert app.position == 0 and "stop at one first" in app.status
+        await pilot.press("w", "c", "u")  # a blocking load's wait: nothing on another PE
+        assert app.status.startswith("no other PE to follow: the root: PE 0 stalled")
+        await pilot.press("d")
+        assert "no wait chain to go back along" in app.status

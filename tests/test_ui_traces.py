@@ -7,8 +7,10 @@ import functools
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
+from kernels_across_pes import run_relay
 
 from emulator.config import HardwareConfig
 from emulator.errors import EmulatorError
@@ -54,7 +56,8 @@ def _directory() -> str:
 @functools.cache
 def trace(name: str) -> str:
     """The path of a trace: a built-in scenario, ``deadlock``, ``error``, ``truncated`` or
-    ``mesh16`` (16 uneven PEs on a 4x4 mesh)."""
+    ``mesh16`` (16 uneven PEs on a 4x4 mesh) or ``relay`` (4 PEs, each receive waiting for
+    the PE before it: kernels_across_pes.relay)."""
     path = os.path.join(_directory(), f"{name}.kbt")
     if name in SCENARIOS:
         SCENARIOS[name]().run(trace=path)
@@ -62,6 +65,8 @@ def trace(name: str) -> str:
         config = HardwareConfig().replace(mesh_rows=1, mesh_cols=2)
         with pytest.raises(EmulatorError):
             run_kernel(deadlocked, (), (2,), None, config, trace=path)
+    elif name == "relay":
+        run_relay(Path(path), pes=4, n_dots=16)
     elif name == "mesh16":
         config = HardwareConfig().replace(mesh_rows=4, mesh_cols=4)
         run_kernel(uneven, (), (16,), None, config, trace=path)

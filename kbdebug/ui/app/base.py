@@ -23,6 +23,7 @@ from kbdebug.replay import Replay
 from kbdebug.replay.opening import Opening
 from kbdebug.ui import queries
 from kbdebug.ui.app.breakpoint_actions import BreakpointActions
+from kbdebug.ui.app.chain_actions import ChainActions
 from kbdebug.ui.app.keys import Key, bindings, key_actions, key_display, needs_trace
 from kbdebug.ui.app.loading import LoadingPanel
 from kbdebug.ui.app.palette import DebuggerCommands
@@ -45,7 +46,7 @@ PROGRESS_SECONDS = 0.25
 TAB_HELP = ("tab", "Move the keyboard focus between panes (arrows scroll, Enter acts)")
 
 
-class DebuggerApp(BreakpointActions, App[int]):
+class DebuggerApp(ChainActions, BreakpointActions, App[int]):
     """The app's frame and its moves over the focused run's ``replay``.
 
     A mode sets ``KEYS`` (its bindings are made from them) and ``HELP_INTRO``, and

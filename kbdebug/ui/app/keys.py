@@ -32,6 +32,15 @@ KEYS = (
     Key("B", "breakpoints", "breakpoints", "Breakpoint list: add, remove, enable, conditions"),
     Key("f", "future_event(1)", "future", "Next lifecycle event of the selected future"),
     Key("F", "future_event(-1)", "future back", "Previous lifecycle event of the future", False),
+    Key(
+        "u",
+        "chain(1)",
+        "wait's cause",
+        "At a stalled receive: go to the late send on the other PE, again to what held "
+        "that PE, ... to the root cause",
+        False,
+    ),
+    Key("d", "chain(-1)", "chain back", "Go back one step along the wait chain u follows", False),
     Key("left_square_bracket", "focus_pe(-1)", "PE-", "Focus the previous PE"),
     Key("right_square_bracket", "focus_pe(1)", "PE+", "Focus the next PE"),
     Key("g", "edge(-1)", "start", "Go to the start of the trace", False),

@@ -38,6 +38,8 @@ KEYS = (
     _key("toggle_line_breakpoint", "Toggle a breakpoint on the source line (focused run)"),
     _key("breakpoints", "Breakpoint list of the focused run"),
     Key("a", "toggle_align", "align", "Align the timelines at cycle 0 or at the current call"),
+    _key("chain(1)", "At a stalled receive of the focused run: go to its cause on another PE"),
+    _key("chain(-1)", "Go back one step along the wait chain (focused run)"),
     _key("focus_pe(-1)"),
     _key("focus_pe(1)"),
     _key("edge(-1)", "Go to the start of the focused run"),
