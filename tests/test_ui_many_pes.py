@@ -11,6 +11,8 @@ from test_ui_traces import fresh
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.ui import KbdebugApp
+from kbdebug.ui.compare.app import CompareApp
+from kbdebug.ui.compare.findings import FindingGroupsView
 from kbdebug.ui.panes.findings_view import FindingsView
 from kbdebug.ui.panes.futures_table import FuturesTable
 
@@ -155,3 +157,17 @@ async def test_u_away_from_a_receive_says_what_it_needs():
         assert app.status.startswith("no other PE to follow: the root: PE 0 stalled")
         await pilot.press("d")
         assert "no wait chain to go back along" in app.status
+
+
+async def test_compare_findings_show_their_short_id_and_where_they_hold():
+    a, b = fresh("ring_attention"), fresh("prefill")
+    fixed = Analysis(fresh("ring_attention")).findings
+    assert fixed
+    app = CompareApp(a, b)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        text = [" ".join(line.split()) for line in lines(app.query_one(FindingGroupsView))]
+        for finding in fixed:
+            rule, site = short_id(finding).split(" ", 1)
+            where = where_text(finding, a.index.n_pes)
+            assert any(line.startswith(f"{rule} {site} {where} saves") for line in text)

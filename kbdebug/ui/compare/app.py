@@ -179,6 +179,7 @@ class CompareApp(DebuggerApp):
             yield futures
         with Horizontal(id="bottom"):
             findings = FindingGroupsView(id="findings").data_bind(CompareApp.side)
+            findings.n_pes = {"a": a.index.n_pes, "b": b.index.n_pes}
             findings.border_title = "findings: fixed, new, still there (Enter: go to it)"
             yield findings
             mesh = MeshView(self.replay, id="mesh").data_bind(CompareApp.focused_pe)

@@ -10,10 +10,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.compare import FindingGroups
 from kbdebug.analysis.findings import Finding
+from kbdebug.safe_text import escape
 from kbdebug.ui.panes.rowview import RowView
-from kbdebug.ui.queries import cycles, short_loc
+from kbdebug.ui.queries import cycles
 
 
 @dataclass
@@ -62,6 +64,8 @@ class FindingGroupsView(RowView):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._rows: list[Row] = []
+        #: PEs of each run ("a", "b"): where a finding holds is said against them.
+        self.n_pes: dict[str, int] = {}
 
     def watch_groups(self, groups: FindingGroups | None) -> None:
         rows: list[Row] = []
@@ -92,13 +96,15 @@ class FindingGroupsView(RowView):
         if r.finding is None:
             return [Segment(f" {r.text}", base + self.component_style("finding-groups--title"))]
         f = r.finding
-        where = short_loc(f.loc) if f.loc else ""
+        # The short id and where it holds, as report and the single-run findings say them.
+        rule, _, site = escape(short_id(f), 200).partition(" ")
+        where = where_text(f, self.n_pes.get(r.run or "b", 1))
         saving = f"saves {_saving(f)}"
         if r.other is not None:
             saving = f"A saves {_saving(r.other)}, B {_saving(f)}"
         return [
-            Segment(f"   {f.rule:<6}", base + self.component_style("finding-groups--rule")),
-            Segment(f"{where:<18} PE{f.pe:<2} {saving}  {f.title}", base),
+            Segment(f"   {rule:<6}", base + self.component_style("finding-groups--rule")),
+            Segment(f"{site:<18} {where} {saving}  {escape(f.title, 64)}", base),
         ]
 
     def render_line(self, y: int) -> Strip:
