@@ -157,3 +157,20 @@ async def test_compare_shows_the_focused_runs_mesh_and_x_flips_it():
         await pilot.press("6", "down", "enter")
         await pilot.pause()
         assert app.focused_pe == 1 and app.status.startswith("B: focused PE 1")
+
+
+def test_the_summary_says_when_every_pe_is_alike_instead_of_naming_pe_0():
+    replay = fresh("prefill")
+    bounds = Analysis(fresh("prefill")).bounds
+    assert len({(b.end, b.efficiency) for b in bounds}) == 1
+    view = MeshView(replay)
+    view.use_bounds(bounds)
+    end, eff = bounds[0].end, bounds[0].efficiency
+    assert view.summary().startswith(f"all 4 PEs alike: end {end:,}, stall ")
+    assert view.summary().endswith(f", {eff:.0%} efficient")
+    uneven = MeshView(fresh("mesh16"))
+    uneven.use_bounds(Analysis(fresh("mesh16")).bounds)
+    expected = expected_figures(fresh("mesh16"))
+    most = max(share for _, share, _ in expected.values())
+    tied = sorted(pe for pe, (_, share, _) in expected.items() if share == most)
+    assert f"PE {tied[0]} (+{len(tied) - 1}) stalls most" in uneven.summary()

@@ -54,9 +54,8 @@ class MeshData:
         self.shape = mesh_shape(index.header, self.n_pes)
         spans = kernel_ends(replay)
         self.start = np.array([spans.get(p, (0, 0, ""))[0] for p in range(self.n_pes)], np.int64)
-        self.end = np.array(
-            [spans.get(p, (0, self.end_time, ""))[1] for p in range(self.n_pes)], np.int64
-        )
+        # A PE that ran no kernel ends at 0: last in the order by end, never "ends last".
+        self.end = np.array([spans.get(p, (0, 0, ""))[1] for p in range(self.n_pes)], np.int64)
         #: Whether each PE ran a kernel (one that did not has no row figures).
         self.ran = np.array([p in spans for p in range(self.n_pes)], dtype=bool)
         # Stalled waits, and waits that never ended (deadlock, cut), as the kernel lane.

@@ -227,17 +227,32 @@ class MeshView(RowView):
         return f"{text} (mesh {place})" if place else text
 
     def summary(self) -> str:
-        """Which PE ends last, which stalls most and which is least efficient, in words."""
+        """Which PE ends last, which stalls most and which is least efficient, in words
+        (or that every PE that ran is alike)."""
         data = self.data
-        if not data.ran.any():
+        ran = np.flatnonzero(data.ran)
+        if not len(ran):
             return "no PE ran a kernel"
-        last = int(data.order("end")[0])
-        most = int(data.order("stall")[0])
-        text = (
-            f"PE {last} ends last ({int(data.end[last]):,}), "
-            f"PE {most} stalls most ({share_text(data.figures(most).stall_share)})"
-        )
-        least = data.figures(int(data.order("efficiency")[0]))
-        if least.efficiency is not None:
-            text += f", PE {least.pe} is least efficient ({least.efficiency:.0%})"
-        return text
+        shares = data.stall_shares()[ran]
+        eff = data.efficiency[ran]
+        figures = [
+            (data.end[ran], f"{int(data.end[ran].max()):,}", "{pe} ends last ({v})", "end {v}"),
+            (shares, share_text(float(shares.max())), "{pe} stalls most ({v})", "stall {v}"),
+        ]
+        if not np.isnan(eff).any():
+            least = f"{float(eff.min()):.0%}"
+            figures.append((-eff, least, "{pe} is least efficient ({v})", "{v} efficient"))
+        alike = [(key == key.max()).all() for key, *_ in figures]
+        if len(ran) > 1 and all(alike):
+            return f"all {len(ran)} PEs alike: " + ", ".join(
+                every.format(v=value) for _, value, _, every in figures
+            )
+        parts = []
+        for (key, value, one, every), same in zip(figures, alike, strict=True):
+            if same and len(ran) > 1:
+                parts.append(f"all PEs {every.format(v=value)}")
+                continue
+            top = ran[key == key.max()]
+            pe = f"PE {int(top[0])}" + (f" (+{len(top) - 1})" if len(top) > 1 else "")
+            parts.append(one.format(pe=pe, v=value))
+        return ", ".join(parts)
