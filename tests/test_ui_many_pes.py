@@ -11,6 +11,7 @@ from test_ui_traces import fresh
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.ui import KbdebugApp
+from kbdebug.ui.app.keybar import KeyBar
 from kbdebug.ui.compare.app import CompareApp
 from kbdebug.ui.compare.findings import FindingGroupsView
 from kbdebug.ui.panes.findings_view import FindingsView
@@ -171,3 +172,16 @@ async def test_compare_findings_show_their_short_id_and_where_they_hold():
             rule, site = short_id(finding).split(" ", 1)
             where = where_text(finding, a.index.n_pes)
             assert any(line.startswith(f"{rule} {site} {where} saves") for line in text)
+
+
+async def test_a_one_pe_trace_has_no_pe_filter_to_toggle():
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.query_one(FuturesTable)
+        assert title(table) == "▶[3] futures" and not table.filtered
+        assert "all PEs" not in app.query_one(KeyBar).text
+        await pilot.press("a")
+        assert not table.all_pes and "'a' is not a key here" in app.status

@@ -183,6 +183,12 @@ class FuturesTable(RowView):
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # One PE: its futures are every PE's, there is nothing to toggle.
+        if action == "toggle_all_pes" and self.replay.index.n_pes < 2:
+            return False
+        return True
+
     def action_toggle_all_pes(self) -> None:
         self.all_pes = not self.all_pes
 

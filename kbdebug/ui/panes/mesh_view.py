@@ -79,7 +79,15 @@ class MeshView(RowView):
 
     def __init__(self, replay: Replay, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._use(MeshData(replay))
+        #: The figures of each trace shown so far (compare flips between two), by index.
+        self._built: dict[int, MeshData] = {}
+        self._use(self._data_of(replay))
+
+    def _data_of(self, replay: Replay) -> MeshData:
+        data = self._built.get(id(replay.index))
+        if data is None or data.index is not replay.index:
+            data = self._built[id(replay.index)] = MeshData(replay)
+        return data
 
     def _use(self, data: MeshData) -> None:
         self.data = data
@@ -94,7 +102,7 @@ class MeshView(RowView):
     def show(self, replay: Replay, bounds: list[PEBound] | None) -> None:
         """Show ``replay``'s PEs (another run's, or a reloaded trace), with ``bounds``."""
         if replay.index is not self.data.index:
-            self._use(MeshData(replay))
+            self._use(self._data_of(replay))
             self.cursor = 0
         self.data.use_bounds(bounds)
         self._reorder()
