@@ -174,3 +174,18 @@ def test_the_summary_says_when_every_pe_is_alike_instead_of_naming_pe_0():
     most = max(share for _, share, _ in expected.values())
     tied = sorted(pe for pe, (_, share, _) in expected.items() if share == most)
     assert f"PE {tied[0]} (+{len(tied) - 1}) stalls most" in uneven.summary()
+
+
+async def test_the_mesh_tab_takes_rows_from_the_timeline_and_gives_them_back():
+    app = KbdebugApp(replay=fresh("mesh16"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(app, pilot)
+        tabs = app.query_one("#tabs")
+        before = tabs.size.height
+        await pilot.press("6")
+        await pilot.pause()
+        view = app.query_one(MeshView)
+        assert tabs.size.height > before and view.page_rows >= 8
+        await pilot.press("4")
+        await pilot.pause()
+        assert tabs.size.height == before
