@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
+import numpy as np
+
 
 class OpRecord(NamedTuple):
     """One op-log entry: a command of a given category and op issued at ``time`` on ``pe``."""
@@ -54,8 +56,9 @@ class OpLog(Sequence[OpRecord]):
 
     def counts(self) -> Counter[tuple[str, str]]:
         """Entries by (category, op)."""
-        by_code = Counter(pe_op % _MAX_OPS for pe_op in self._pe_ops)
-        return Counter({self._pairs[code]: n for code, n in by_code.items()})
+        codes = np.frombuffer(self._pe_ops, dtype=np.int64) % _MAX_OPS
+        by_code = np.bincount(codes, minlength=len(self._pairs)).tolist()
+        return Counter({pair: n for pair, n in zip(self._pairs, by_code, strict=True) if n})
 
     def _record(self, i: int) -> OpRecord:
         pe, code = divmod(self._pe_ops[i], _MAX_OPS)
