@@ -18,12 +18,14 @@ INTRO = (
     "each channel (▁▂▃▄▅▆▇█: the share of the column it was busy) and the scratch level "
     "against the scratch capacity; each label gives the lane's busy share over the visible "
     "cycles (the scratch lane: its peak/capacity); the selected future's span is "
-    "highlighted. The source gutter adds up the cycles each line's waits stalled; in the "
-    "futures table, times the cursor has not reached are blank, stalls still ahead dimmed, ∞ a "
-    "wait a deadlock never ends. The number keys 1 to 5 focus the panes (the focused one's "
-    "title is marked ▶ and its keys come first at the bottom); Tab moves between them too; "
-    "arrows scroll them, Enter acts (a breakpoint on a source line, a future, an event or a "
-    "finding).\n"
+    "highlighted. The source gutter adds up the cycles each line's waits stalled; the "
+    "futures table lists the focused PE's futures (a: every PE's), times the cursor has not "
+    "reached blank, stalls still ahead dimmed, ∞ a wait a deadlock never ends. The mesh (6) "
+    "has a row per PE: its end, efficiency, stall share and a strip of its stall over the "
+    "launch (─ running, ▁ to █ stalled). The number keys 1 to 6 focus the panes (the focused "
+    "one's title is marked ▶ and its keys come first at the bottom); Tab moves between them "
+    "too; arrows scroll them, Enter acts (a breakpoint on a source line, a future, an event, a "
+    "finding or a PE to focus).\n"
 )
 
 
