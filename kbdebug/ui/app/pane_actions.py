@@ -27,10 +27,11 @@ class PaneActions:
             self.query_one(TabbedContent).active = pane.tab
         widget = self.query_one(f"#{pane.widget}")
         widget.focus()
-        self.status = f"pane {number}: {pane.name} ({_PANE_HINTS[pane.name]})"
         if isinstance(widget, MeshView):
             # What the mesh is for is what it says: which PE ends last, which stalls most.
             self.status = self.mesh_status()
+        else:
+            self.status = f"pane {number}: {pane.name} ({_PANE_HINTS[pane.name]})"
         if isinstance(widget, FindingsView) and widget.row_count():
             widget.moved(widget.cursor)  # the details, when the pane has no room for them
 
@@ -91,14 +92,13 @@ class PaneActions:
 #: The panes in tabs: number, label, tab id.
 TABS = ((4, "Events", "events-tab"), (5, "Findings", "findings-tab"), (6, "Mesh", "mesh-tab"))
 
-#: What each pane is for, said when a number key focuses it.
+#: What each pane is for, said when a number key focuses it (the mesh says its summary).
 _PANE_HINTS = {
     "timeline": "← → pan, + - zoom, Z whole trace",
     "source": "b or Enter toggles a breakpoint, ← → scroll the code, W widens it",
     "futures": "↑↓ pick a future, o sorts by id, stall or issue",
     "events": "↑↓ and Enter go to an event",
     "findings": "biggest saving first; Enter goes to one",
-    "mesh": "o sorts by PE, end, stall or efficiency; Enter focuses a PE",
 }
 
 #: The widget class of each pane, for its keys.
