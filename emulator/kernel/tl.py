@@ -321,7 +321,23 @@ class TL(ComputeOps):
                 loc,
             )
         if direction not in self._pe.links:
-            raise self._error(EmulatorError, f"PE has no neighbour to the {direction}", loc)
+            raise self._error(EmulatorError, self._no_neighbour(direction), loc)
+
+    def _no_neighbour(self, direction: str) -> str:
+        """Why PE N has no link ``direction``: the mesh's shape says (an edge, or a mesh
+        one PE thick, which has no links across that thickness even when wrapped)."""
+        config = self._pe.config
+        rows, cols = config.mesh_rows, config.mesh_cols
+        pe = self._pe.pe
+        r, c = divmod(pe, cols)
+        thin = (rows == 1 and direction in ("up", "down")) or (
+            cols == 1 and direction in ("left", "right")
+        )
+        if thin:
+            why = f"the mesh is {rows}x{cols}: one PE thick, no link {direction} even wrapped"
+        else:
+            why = f"PE {pe} is at row {r}, column {c} of a {rows}x{cols} mesh without mesh_wrap"
+        return f"PE {pe} has no neighbour {direction}: {why}"
 
     # --- scratch ------------------------------------------------------------------------
 
