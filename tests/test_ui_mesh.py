@@ -189,3 +189,35 @@ async def test_the_mesh_tab_takes_rows_from_the_timeline_and_gives_them_back():
         await pilot.press("4")
         await pilot.pause()
         assert tabs.size.height == before
+
+
+async def test_v_draws_a_2d_mesh_as_its_rows_and_columns_and_enter_focuses_a_cell():
+    app = KbdebugApp(replay=fresh("mesh16"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("6", "v")
+        await pilot.pause()
+        view = app.query_one(MeshView)
+        assert view.grid and view.row_count() == 4
+        header, *shown = [line for line in lines(view) if line.strip()]
+        assert header.split() == ["c0", "c1", "c2", "c3"]
+        for r, line in enumerate(shown):
+            words = line.replace("▸", " ").split()
+            assert words[0] == f"r{r}"
+            numbers = [w for w in words[1:] if w.isdigit()]
+            assert numbers == [str(r * 4 + c) for c in range(4)]
+        await pilot.press("right", "right", "down", "enter")
+        await pilot.pause()
+        assert app.focused_pe == 6 and app.status.startswith("focused PE 6:")
+        assert "(mesh r1c2)" in app.status
+        await pilot.press("v")  # back to the list, on the same PE
+        await pilot.pause()
+        assert not view.grid and view.pe_at(view.cursor) == 6
+
+
+async def test_v_is_not_a_key_on_a_row_of_pes():
+    app = KbdebugApp(replay=fresh("ring_attention"))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("6", "v")
+        assert not app.query_one(MeshView).grid and "'v' is not a key here" in app.status

@@ -44,3 +44,15 @@ def test_mesh_pane_of_a_4x4_mesh_by_end_80x24(snap_compare):
 def test_mesh_pane_of_a_4x4_mesh_by_end_160x48(snap_compare):
     app = KbdebugApp(replay=fresh("mesh16"))
     assert snap_compare(app, terminal_size=(160, 48), run_before=_mesh_by_end)
+
+
+async def _mesh_grid(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.press("6", "v", "right", "down")
+    await pilot.pause()
+
+
+def test_mesh_pane_as_a_4x4_grid_80x24(snap_compare):
+    app = KbdebugApp(replay=fresh("mesh16"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_mesh_grid)

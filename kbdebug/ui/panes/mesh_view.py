@@ -26,6 +26,8 @@ HOT_EIGHTHS = 4
 _SORT_COLUMN = {"pe": "PE", "end": "end", "stall": "stall", "efficiency": "eff"}
 #: Characters of a row's figures: end (7), efficiency (4) and stall share (6), spaced.
 FIGURES_WIDTH = 19
+#: Columns of a grid row's label (``r12``) before its PEs.
+GRID_LABEL = 5
 #: What marks the focused PE's row.
 FOCUSED_PE = "▸"
 #: The narrowest strip drawn; below it the row shows its figures only.
@@ -52,6 +54,11 @@ class MeshView(RowView):
     BINDINGS = [
         Binding("o", "cycle_sort", "sort", tooltip="Sort by PE, end, stall or efficiency"),
         Binding("enter", "choose", "focus PE", tooltip="Focus the PE: the other panes follow"),
+        Binding(
+            "v", "toggle_grid", "grid", tooltip="A 2-D mesh as its rows and columns, or a list"
+        ),
+        Binding("left", "column(-1)", "Left", show=False),
+        Binding("right", "column(1)", "Right", show=False),
     ]
 
     COMPONENT_CLASSES = {
@@ -77,6 +84,12 @@ class MeshView(RowView):
     focused_pe = reactive(0, repaint=False)
     """The PE the other panes show (marked on its row)."""
 
+    grid = reactive(False)
+    """Whether a 2-D mesh is drawn as its rows and columns (a row of strips per mesh row)."""
+
+    column = reactive(0)
+    """In the grid, the mesh column of the highlighted PE (``cursor`` is its mesh row)."""
+
     def __init__(self, replay: Replay, *, id: str | None = None) -> None:
         super().__init__(id=id)
         #: The figures of each trace shown so far (compare flips between two), by index.
@@ -91,6 +104,8 @@ class MeshView(RowView):
 
     def _use(self, data: MeshData) -> None:
         self.data = data
+        if self.grid and data.shape[0] < 2:
+            self.grid = False  # another run's PEs in a row: the list is their mesh
         # By number until ``_reorder`` applies the sort (the sort's watcher, at mount).
         self._order = data.order("pe")
         self._rank = np.argsort(self._order)
@@ -113,15 +128,48 @@ class MeshView(RowView):
         self._reorder()
 
     def row_count(self) -> int:
+        if self.grid:
+            rows, cols = self.data.shape
+            return min(rows, -(-self.data.n_pes // cols))
         return self.data.n_pes
 
     def pe_at(self, row: int) -> int:
-        """The PE on ``row`` in the current order."""
+        """The PE on ``row`` in the current order (in the grid: at the highlighted column)."""
+        if self.grid:
+            return min(row * self.data.shape[1] + self.column, self.data.n_pes - 1)
         return int(self._order[row])
 
     def row_of(self, pe: int) -> int:
-        """The row PE ``pe`` is on in the current order."""
+        """The row PE ``pe`` is on in the current order (in the grid: its mesh row)."""
+        if self.grid:
+            return pe // self.data.shape[1]
         return int(self._rank[pe])
+
+    # --- the grid ------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_grid" and self.data.shape[0] < 2:
+            return False  # a row of PEs: the list is the mesh
+        if action == "cycle_sort" and self.grid:
+            return None  # the grid is the mesh's own order
+        return True
+
+    def action_toggle_grid(self) -> None:
+        pe = self.pe_at(self.cursor) if self.row_count() else 0
+        self.grid = not self.grid
+        if self.grid:
+            self.column = pe % self.data.shape[1]
+        self.cursor = self.row_of(pe)
+        self.show_row(self.cursor)
+        self.refresh_bindings()
+
+    def action_column(self, delta: int) -> None:
+        if self.grid:
+            self.column = max(0, min(self.column + delta, self.data.shape[1] - 1))
+            self.refresh_rows(self.cursor)
+
+    def validate_column(self, column: int) -> int:
+        return max(0, min(int(column), self.data.shape[1] - 1))
 
     # --- order -------------------------------------------------------------------------
 
@@ -147,10 +195,9 @@ class MeshView(RowView):
         self.refresh()
 
     def watch_focused_pe(self, old: int, new: int) -> None:
-        if 0 <= old < self.row_count():
-            self.refresh_rows(self.row_of(old))
-        if 0 <= new < self.row_count():
-            self.refresh_rows(self.row_of(new))
+        for pe in (old, new):
+            if 0 <= pe < self.data.n_pes:
+                self.refresh_rows(self.row_of(pe))
 
     def chosen(self, row: int) -> None:
         self.post_message(PeChosen(self.pe_at(row)))
@@ -161,7 +208,16 @@ class MeshView(RowView):
         """Columns left for the strip after the mark, the PE and its figures."""
         return width - (1 + self._label_width + 1 + FIGURES_WIDTH + 1)
 
+    def _cell_width(self, width: int) -> int:
+        """Columns of one PE in the grid (its mesh row's label first)."""
+        return max((width - GRID_LABEL) // self.data.shape[1], 1)
+
     def render_header(self, width: int, base: Style) -> list[Segment]:
+        if self.grid:
+            cell = self._cell_width(width)
+            cols = self.data.shape[1]
+            text = " " * GRID_LABEL + "".join(f" c{c}".ljust(cell)[:cell] for c in range(cols))
+            return [Segment(text, base)]
         marked = _SORT_COLUMN[self.sort]
 
         def title(name: str, size: int) -> str:
@@ -181,6 +237,8 @@ class MeshView(RowView):
         return [Segment(text, base)]
 
     def render_row(self, row: int, width: int, base: Style) -> list[Segment]:
+        if self.grid:
+            return self._grid_row(row, width, base)
         data = self.data
         pe = self.pe_at(row)
         focused = pe == self.focused_pe
@@ -200,6 +258,37 @@ class MeshView(RowView):
         strip = self._strip_width(width)
         if strip >= MIN_STRIP:
             segments += self._strip(pe, strip, base)
+        return segments
+
+    def _grid_row(self, row: int, width: int, base: Style) -> list[Segment]:
+        """Mesh row ``row``: each PE's number and its strip (and efficiency, given room)."""
+        data = self.data
+        rows_, cols = data.shape
+        cell = self._cell_width(width)
+        digits = len(str(data.n_pes - 1))
+        eff_room = 5 if cell >= 24 else 0
+        strip = cell - (1 + digits + 1) - eff_room - 1
+        segments = [Segment(f" r{row:<{GRID_LABEL - 2}}", base)]
+        for c in range(cols):
+            pe = row * cols + c
+            if pe >= data.n_pes:
+                break
+            style = base
+            if pe == self.focused_pe:
+                style = style + self.component_style("mesh-view--focused")
+            mark = FOCUSED_PE if pe == self.focused_pe else " "
+            number = Segment(f"{pe:>{digits}}", style)
+            if row == self.cursor and c == self.column and self.has_focus:
+                number = Segment(number.text, style + Style(reverse=True))
+            segments += [Segment(mark, style), number, Segment(" ", style)]
+            if not data.ran[pe]:
+                segments.append(Segment("-".ljust(max(strip, 1) + eff_room), style))
+            else:
+                segments += self._strip(pe, max(strip, 1), style)
+                if eff_room:
+                    eff = data.figures(pe).efficiency
+                    segments.append(Segment(f" {'' if eff is None else f'{eff:.0%}':>4}", style))
+            segments.append(Segment(" ", style))
         return segments
 
     def _strip(self, pe: int, width: int, base: Style) -> list[Segment]:
