@@ -303,3 +303,42 @@ def test_kernel_that_runs_alone_keeps_its_exact_log():
         ("COMPLETE", 2),
         ("KERNEL_END", 2),
     ]
+
+
+def _helper_loads(tl, ptr):
+    return [tl.load(ptr + 4 * i, (1,), "f32") for i in range(2)]
+
+
+def _comprehensions(tl, ptr):
+    xs = [tl.exp(tl.load(ptr + 4 * i, (1,), "f32")) for i in range(2)]
+    ys = _helper_loads(tl, ptr)
+    tl.store(ptr, xs[0] + ys[0])
+
+
+def _function_locs(kernel):
+    memory = Memory(1 << 12)
+    memory.write(0, np.ones(4, np.float32))
+    result = run_kernel(kernel, (0,), (1,), memory, HardwareConfig(), keep_events=True)
+    return [
+        (e[4], e[11].line, e[11].function, e[11].caller.line if e[11].caller else None)
+        for e in result.events
+        if e[0] == Kind.ISSUE
+    ]
+
+
+def test_a_comprehension_s_calls_are_its_function_s_not_a_helper_s():
+    """``[tl.load(...) for i in ...]`` in the kernel is the kernel's line (not a helper
+    named <listcomp> called from that same line); in a helper, the helper's line with the
+    kernel's calling line."""
+    first = _comprehensions.__code__.co_firstlineno
+    helper = _helper_loads.__code__.co_firstlineno + 1
+    assert _function_locs(_comprehensions) == [
+        ("load", first + 1, "_comprehensions", None),
+        ("exp", first + 1, "_comprehensions", None),
+        ("load", first + 1, "_comprehensions", None),
+        ("exp", first + 1, "_comprehensions", None),
+        ("load", helper, "_helper_loads", first + 2),
+        ("load", helper, "_helper_loads", first + 2),
+        ("add", first + 3, "_comprehensions", None),
+        ("store", first + 3, "_comprehensions", None),
+    ]

@@ -13,6 +13,8 @@ from types import CodeType, FrameType
 
 from emulator.trace.schema import SourceLoc
 
+#: Code names of comprehensions: their frames belong to the function they are written in.
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 #: Files whose frames are the emulator's own (a tl call's location is the caller outside them).
 _INTERNAL = {
     str(Path(__file__).resolve().parent / name)
@@ -183,6 +185,8 @@ class LocationCache:
     def _in_helper(self, frame: FrameType, code: CodeType) -> SourceLoc:
         """The loc of a tl call outside the kernel function: inside a helper (called
         directly or through others), with the kernel frame's line as its caller."""
+        if code.co_name in _COMPREHENSIONS:
+            return self._in_comprehension(frame)
         kernel_code = self._kernel_code
         kernel = frame.f_back if kernel_code is not None else None
         while kernel is not None and kernel.f_code is not kernel_code:
@@ -213,6 +217,21 @@ class LocationCache:
             self._helper_frame = frame
             self._helper_locs = table
         return loc
+
+    def _in_comprehension(self, frame: FrameType) -> SourceLoc:
+        """A comprehension's tl call is its enclosing function's, at the comprehension's
+        line: ``[tl.load(p) for p in ps]`` in the kernel is the kernel's line, not a
+        helper called ``<listcomp>`` called from that same line."""
+        line = frame.f_lineno
+        outer = frame.f_back
+        while outer is not None and outer.f_code.co_name in _COMPREHENSIONS:
+            outer = outer.f_back
+        if outer is None:
+            return self.of_frame(frame, line)
+        if outer.f_code is self._kernel_code:
+            return self.of_code(outer.f_code, line)
+        loc = self._in_helper(outer, outer.f_code)
+        return loc if loc.line == line else loc._replace(line=line)
 
     def of_frame(self, frame: FrameType, line: int) -> SourceLoc:
         return self.of_code(frame.f_code, line)
