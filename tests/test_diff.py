@@ -321,3 +321,17 @@ def test_no_escape_of_a_trace_reaches_the_terminal(traces, tmp_path, capsys):
     captured = capsys.readouterr()
     assert not any(raw in captured.out + captured.err for raw in ("\x1b", "\x07", "\x9b"))
     assert "pe0.dma_read0" + NASTY in {c["name"] for c in json.loads(captured.out)["busy"]}
+
+
+def test_the_verdict_counts_findings_gone_and_new_apart():
+    """'1 removed, 2 added' was summed up as '1 finding fewer'."""
+    from kbdebug.commands.diff import render
+
+    diff = compare(
+        summary(),
+        summary(end=700),
+        [finding("KB101", 46)],
+        [finding("KB102", 50), finding("KB104", 52)],
+    )
+    last = render(diff, "a.kbt", "b.kbt").rstrip().splitlines()[-1]
+    assert last == "B is faster: 300 fewer cycles (-30.0%), 1 finding gone, 2 new (listed above)"

@@ -51,7 +51,7 @@ def test_text_report_starts_with_status_and_has_the_run_numbers(traces, capsys):
     assert any(ln.split()[:2] == ["pe0.dma_read0", f"{busy:,}"] for ln in lines)
     pe0 = next(ln for ln in lines if ln.strip().startswith("PE0  achieved"))
     assert f"achieved {result.pe_end_times[0]:,}" in pe0 and "bound" in pe0
-    assert "efficiency" in pe0 and "findings save ~" in pe0
+    assert "efficiency" in pe0 and "findings save up to ~" in pe0
     k_line = kf.line_containing(SCENARIOS["decode_blocking"]().kernel, "k = tl.load(")
     assert f"[KB101:emulator/kernels/attention.py:{k_line}]" in out
     assert any(ln.strip().startswith(f"emulator/kernels/attention.py:{k_line}") for ln in lines)

@@ -225,7 +225,9 @@ def _verdict(diff: RunDiff) -> str:
         speed = f"B is slower: {end.delta:,} more cycles ({end.percent:+.1f}%)"
     else:
         speed = "B takes as long as A"
-    removed = len(diff.removed)
-    if removed:
-        speed += f", {removed} finding{'s' if removed != 1 else ''} fewer"
+    fixed, new = len(diff.removed), len(diff.added)
+    if fixed:
+        speed += f", {fixed} finding{'s' if fixed != 1 else ''} gone"
+    if new:
+        speed += f", {new} new (listed above)"
     return speed

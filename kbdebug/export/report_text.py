@@ -11,7 +11,7 @@ from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import one_line, percent
-from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.model import PEBound, launch_efficiency
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import STALL, TRANSIT, WORK, ChainRoot, WaitChain
@@ -193,6 +193,18 @@ def wait_chain_lines(chains: list[WaitChain]) -> list[str]:
     return lines
 
 
+def _together(findings: list[Finding], bounds: list[PEBound]) -> dict[int, int]:
+    """Per PE, what its findings save, at most its gap to its bound: their gains may
+    overlap, and no placement ends a PE below its bound (a PE KB111 moves work off is
+    the exception: its bound counts the work it has)."""
+    out = savings_by_pe(findings)
+    moved = {pe for f in findings if f.rule == "KB111" for pe in (f.pes or (f.pe,))}
+    for b in bounds:
+        if b.pe in out and b.pe not in moved:
+            out[b.pe] = min(out[b.pe], max(b.achieved - b.bound, 0))
+    return out
+
+
 def render(
     path: str,
     summary: Summary,
@@ -223,10 +235,13 @@ def render(
     if launch is not None and ran > 1:
         bound, efficiency = launch
         eff = "did not complete" if efficiency is None else f"efficiency {efficiency:.1%}"
-        lines.append(
-            f"launch: bound {bound:,} cycles, {eff} (the least the launch could take, "
-            "its work spread evenly over the PEs)"
+        balanced = bound < launch_efficiency(bounds)[0]
+        how = (
+            "with the late PEs' extra work spread over the others, KB111"
+            if balanced
+            else "no placement of the PEs' issues and waits ends sooner"
         )
+        lines.append(f"launch: bound {bound:,} cycles ({how}), {eff}")
     lines.append(
         f"stall cycles: {summary.stall_cycles:,}{summed}  dma_read_count: "
         f"{summary.counts['dma_read_count']:,}{summed}"
@@ -249,13 +264,13 @@ def render(
             f"per PE, over {len(bounds)} PEs: kernel time, its critical-path bound and the "
             "findings' estimated savings (--per-pe lists each PE):",
         ]
-        lines += _table(pe_spread(bounds, savings_by_pe(findings)), right=set())
+        lines += _table(pe_spread(bounds, _together(findings, bounds)), right=set())
     elif bounds:
-        savings = savings_by_pe(findings)
+        savings = _together(findings, bounds)
         lines += [
             "",
             "per PE: kernel time, its critical-path bound (the least any placement of its "
-            "issues allows) and the findings' estimated savings (they may overlap):",
+            "issues allows) and what the findings save together, at most that gap:",
         ]
         lines += _table(
             [
@@ -266,7 +281,7 @@ def render(
                     "did not complete"
                     if b.efficiency is None
                     else f"efficiency {b.efficiency:.1%}",
-                    f"findings save ~{savings.get(b.pe, 0):,}"
+                    f"findings save up to ~{savings.get(b.pe, 0):,}"
                     + (f" ({percent(savings.get(b.pe, 0) / b.achieved)})" if b.achieved else ""),
                 ]
                 for b in bounds
