@@ -497,6 +497,12 @@ class TL(ComputeOps):
             if x.buffer is not None and x.buffer.freed:
                 self._recycled(x)
             return x._data
+        if isinstance(x, np.number):
+            # A number is weakly typed, as in Triton: np.float64(0.5) * tile keeps the
+            # tile's dtype (numpy would make an f16 or f32 tile f64, and a store would
+            # then write twice its bytes past its buffer). np.float64 is a float too:
+            # tested first.
+            return x.item()
         if isinstance(x, np.ndarray | int | float | np.generic):
             return x
         raise self._error(
