@@ -21,6 +21,7 @@ RULES = {
     "KB110": "composite-restarted",
     "KB111": "imbalance",
     "KB112": "send-issued-late",
+    "KB113": "hbm-contention",
 }
 #: Work between a load's issue and its wait below this share of transfer + latency is
 #: none (KB102 says "with no work in between").

@@ -62,6 +62,9 @@ KB112 send-issued-late
     A send issued below work its data does not need while its receiver waited:
     re-timed right after the line that produces its data; its saving is the
     receivers' (:mod:`kbdebug.analysis.send_edits`).
+KB113 hbm-contention
+    Stalls for a shared HBM stack: charged to the stack, never a line; information
+    about the launch's bound, no finding (:mod:`kbdebug.analysis.contention`).
 
 KB104 and KB109 at one wait line on different PEs are one edit (the wait moved to
 the first use): one finding, re-timed on every PE, under the rule that gains more.
@@ -75,6 +78,7 @@ from collections import defaultdict
 import numpy as np
 
 from emulator.trace.schema import Kind
+from kbdebug.analysis.contention import queued_on_stack, stack_costs
 from kbdebug.analysis.finding import (
     IMMEDIATE_MAX_WORK,
     RULES,
@@ -99,7 +103,7 @@ from kbdebug.analysis.model import (
     build_model,
 )
 from kbdebug.analysis.retime import simulate_launch
-from kbdebug.analysis.stream_edits import MAX_AHEAD, StreamEdits, _Group
+from kbdebug.analysis.stream_edits import MAX_AHEAD, StreamEdits, _Group, merge_by_line
 from kbdebug.analysis.wording import words
 from kbdebug.replay.index import NONE
 from kbdebug.replay.timing import event_times
@@ -183,6 +187,9 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
     # A few PEs ending well after the rest: KB111 claims what the others leave on them,
     # and KB106 names only what KB111 leaves in turn.
     left = {d.prog.pe: max(getattr(d, "joint", 0), explained.get(d.prog.pe, 0)) for d in diagnoses}
+    # What sharing an HBM stack costs a PE is the stack's (KB113), never its kernel's.
+    for pe, cost in stack_costs(model).items():
+        left[pe] = max(left.get(pe, 0), cost)
     findings, claimed = imbalance_findings(model, left, MIN_SHARE)
     for d in diagnoses:
         findings.extend(d.findings(launch_gain, left[d.prog.pe] + claimed.get(d.prog.pe, 0)))
@@ -359,7 +366,7 @@ class _Diagnosis(StreamEdits):
                     continue
                 del queued[g.loc_id]
             streams.append((g, gain))
-        streams = self._together([(g, self.gain(g)) for g, _ in _merged(streams)])
+        streams = self._together([(g, self.gain(g)) for g, _ in merge_by_line(streams)])
         candidates = [(g, self.gain(g)) for g in [*early, *queued.values()]] + streams
 
         # The larger gain wins; a fix of the issues wins a tie with one of the waits.
@@ -479,6 +486,7 @@ class _Diagnosis(StreamEdits):
             for c in g.cmds:
                 charged.setdefault(c, g.rule)
         fut = self.index.commands.future
+        stacked = queued_on_stack(self.prog, self.index)
         out = []
         for c, stall in self.stall.items():
             if stall <= 0:
@@ -491,7 +499,7 @@ class _Diagnosis(StreamEdits):
                     event=self.prog.event[self.wait_step[c]],
                     stall=stall,
                     avoidable=avoidable,
-                    rule=charged.get(c) if avoidable > 0 else None,
+                    rule=("KB113" if c in stacked else charged.get(c)) if avoidable > 0 else None,
                 )
             )
         return out
@@ -579,19 +587,3 @@ class _Diagnosis(StreamEdits):
             line_id=line_id("KB106", loc, prog.pe),
             pe_saving=int(unexplained),
         )
-
-
-def _merged(found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
-    """One group per rule and issue line: streams split by their wait lines (two loads
-    of a tile issued from one line) are one finding, one id, their savings added."""
-    out: dict[tuple[str, int], tuple[_Group, int]] = {}
-    for g, saving in found:
-        key = (g.rule, g.loc_id)
-        if key not in out:
-            out[key] = (g, saving)
-            continue
-        first, total = out[key]
-        first.cmds = sorted(first.cmds + g.cmds)
-        first.moves = {**first.moves, **g.moves}
-        out[key] = (first, total + saving)
-    return list(out.values())

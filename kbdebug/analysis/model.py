@@ -39,6 +39,7 @@ from kbdebug.replay.index import NONE, TraceIndex
 from kbdebug.replay.timing import event_times, hold_cycles, kernel_spans
 
 if TYPE_CHECKING:
+    from kbdebug.analysis.hbm_share import ProgramShare, SharedHbm
     from kbdebug.replay.replay import Replay
 
 # Step kinds of a program.
@@ -163,6 +164,13 @@ class Program:
     scratch_peak: int = 0
     #: Filled by the bound: per waited command, the earliest its data can arrive.
     earliest: dict[int, int] = field(default_factory=dict)
+    #: Per load or store command sharing an HBM stack's bandwidth: its share (stack,
+    #: recorded stall, slot, grant order, own transfer cycles;
+    #: :mod:`kbdebug.analysis.hbm_share`), and its hold alone on the stack (the later of
+    #: its own transfer and its slot). Its step's ``cycles`` stay the recorded hold, the
+    #: stall for the stack included. Empty without sharing.
+    shares: dict[int, ProgramShare] = field(default_factory=dict)
+    unshared: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -234,6 +242,8 @@ class Model:
     sender: dict[int, int] = field(default_factory=dict)
     #: Whether the run completed (footer ok, every PE that started ended, not cut).
     complete: bool = True
+    #: The HBM stacks whose bandwidth groups of PEs share (None: nothing shared).
+    shared: SharedHbm | None = None
 
     @cached_property
     def _base(self):
@@ -475,7 +485,13 @@ def build_model(index: TraceIndex) -> Model:
         prog.scratch_peak = int(c.val[mine_alloc].max()) if len(mine_alloc) else 0
         programs[pe] = prog
     complete = run_ok and all(p.complete for p in programs.values())
-    return Model(index, programs, step_of_issue, sender, complete)
+    model = Model(index, programs, step_of_issue, sender, complete)
+    from kbdebug.analysis.hbm_share import share_transfers, shared_hbm
+
+    model.shared = shared_hbm(index)
+    if model.shared is not None:
+        share_transfers(model)
+    return model
 
 
 def _step_of_command(index: TraceIndex) -> np.ndarray:
@@ -512,7 +528,7 @@ def _ints(column: np.ndarray) -> array[int]:
 
 
 def launch_efficiency(
-    bounds: list[PEBound], balanced_end: int | None = None
+    bounds: list[PEBound], balanced_end: int | None = None, stack_ends: tuple[int, ...] = ()
 ) -> tuple[int, float | None]:
     """(the launch's bound in cycles from its start; bound / achieved of the launch, None
     when the run did not complete). What compare, sweep and the compare header show.
@@ -522,13 +538,20 @@ def launch_efficiency(
     over the PEs (:attr:`kbdebug.analysis.imbalance.Imbalance.balanced_end`), so a launch
     whose PEs each sit at their own bound, the work split unevenly, reads below 100 %
     (and KB111 names the gain). Each PE's own bound and efficiency stay as they are.
+
+    ``stack_ends``: where PEs share HBM stacks, the end cycle below which each stack's
+    slots rule out the launch's end (:func:`kbdebug.analysis.hbm_share.stack_bounds`):
+    the bound is never earlier than the latest, nor, with the work split evenly (which
+    may move bytes between stacks), than the earliest.
     """
     if not bounds:
         return 0, None
     start = min(b.start for b in bounds)
     end = max(b.start + b.bound for b in bounds)
-    if balanced_end is not None:
-        end = max(start, min(end, balanced_end))
+    if balanced_end is not None and balanced_end < end:
+        end = max(start, balanced_end, min(stack_ends, default=start))
+    else:
+        end = max(end, max(stack_ends, default=end))
     bound = end - start
     achieved = max(b.end for b in bounds) - start
     if any(b.efficiency is None for b in bounds):

@@ -12,7 +12,9 @@ import threading
 from typing import TYPE_CHECKING
 
 from kbdebug.analysis.across_pes import group_across_pes
+from kbdebug.analysis.contention import HbmContention, contention
 from kbdebug.analysis.findings import MIN_SHARE, find_all
+from kbdebug.analysis.hbm_share import StackBound, stack_bounds
 from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.analysis.imbalance import Imbalance, imbalance_of
 from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficiency
@@ -87,7 +89,25 @@ class Analysis:
         """(the launch's bound in cycles, bound / achieved; None: did not complete): the
         bound with the work split evenly when some PEs do more of it (KB111)."""
         imbalance = self.imbalance
-        return launch_efficiency(self.bounds, imbalance and imbalance.balanced_end)
+        stacks = tuple(b.end for b in self.stack_bounds)
+        return launch_efficiency(self.bounds, imbalance and imbalance.balanced_end, stacks)
+
+    @property
+    def contention(self) -> list[HbmContention]:
+        """KB113: each shared HBM stack its PEs queued on, with its bound, what sharing it
+        cost the launch and the fix; information about the bound, not a finding."""
+
+        def compute() -> list[HbmContention]:
+            bound, _ = self.launch_efficiency
+            start = min((b.start for b in self.bounds), default=0)
+            return contention(self.model, start + bound)
+
+        return self._once("_contention", compute)
+
+    @property
+    def stack_bounds(self) -> list[StackBound]:
+        """Each HBM stack its PEs share as a bound of the launch (empty without sharing)."""
+        return self._once("_stack_bounds", lambda: stack_bounds(self.model))
 
     @property
     def summary(self) -> Summary:

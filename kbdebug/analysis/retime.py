@@ -196,8 +196,14 @@ def simulate_launch(
     """(per PE, its re-timed length; per send, its delivery) with ``edits`` applied.
 
     Only the edited PEs and those that receive from them are re-timed; the others keep
-    ``base`` (the recorded re-timing) and their sends its deliveries.
+    ``base`` (the recorded re-timing) and their sends its deliveries. PEs that share HBM
+    stacks are re-timed with each stack's slots in grant order
+    (:mod:`kbdebug.analysis.retime_shared`).
     """
+    if model.shared is not None:
+        from kbdebug.analysis.retime_shared import simulate_shared
+
+        return simulate_shared(model, edits, base)
     programs = model.programs
     if base is None:
         pes = set(programs)
@@ -225,6 +231,12 @@ def _bound_cycles(prog: Program) -> np.ndarray:
     """Per step, its cycles in the bound: a run of consecutive composite calls that could
     be one call costs what one call over all their rows would."""
     cycles = np.frombuffer(prog.cycles, dtype=np.int64).copy() if len(prog) else np.zeros(0)
+    if prog.unshared:
+        # A transfer's recorded hold counts its wait for a shared stack, which depends on
+        # the placement: the bound takes its hold with the stack to itself.
+        for s, c in enumerate(prog.cmd):
+            if c in prog.unshared and prog.kind[s] in (LOAD, STORE):
+                cycles[s] = prog.unshared[c]
     for first, run in composite_runs(prog):
         if len(run) < 2:
             merged = pipeline_length(prog.hw, run)
@@ -280,6 +292,7 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
     issue, lat, n = hw.issue, hw.hbm_latency, hw.read_channels
     kinds, cmds = prog.kind, prog.cmd
     cycles = _bound_cycles(prog)
+    transfer = {**prog.transfer, **prog.unshared} if prog.unshared else prog.transfer
     need_at, need = prog.need_at, prog.need
     t = prog.start
     # Per bucket (loads released after the same gate): release cycle, and release +
@@ -322,7 +335,7 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                         b = bucket_of[c]
                         lo = max(0, b + 1 - BUCKET_WINDOW)
                         window = peak[lo : b + 1]
-                        window += prog.transfer[c] / n
+                        window += transfer[c] / n
                         best = max(best, float(window.max()))
                         earliest[c] = max(math.ceil(best) + lat, done_by[c])
                     a = earliest[c]
@@ -393,7 +406,7 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                 counted.add(c)
                 lo = max(0, b + 1 - BUCKET_WINDOW)
                 window = peak[lo : b + 1]
-                window += prog.transfer[c] / n
+                window += transfer[c] / n
                 best = max(best, float(window.max()))
         if bucket_of:
             t = max(t, math.ceil(best) + lat)
@@ -405,6 +418,11 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
     issues = int(np.isin(step_kinds, (LOAD, STORE, SEND, RECV)).sum())
     work = int(cycles[(step_kinds == COMPUTE) | (step_kinds == OPAQUE)].sum())
     t = max(t, prog.start + work + issue * issues)
+    if prog.shares and prog.complete:
+        # Its own slots on a shared stack come one after another, the first no earlier
+        # than its first issue, and the last lands before the kernel ends.
+        slots = sum(share[2] for share in prog.shares.values())
+        t = max(t, prog.start + issue + slots + lat)
     return int(min(t, NEVER) - prog.start)
 
 

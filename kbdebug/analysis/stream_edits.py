@@ -253,3 +253,19 @@ class StreamEdits:
             info = {"ahead_loc": max(set(ahead_locs), key=ahead_locs.count)}
             out.append(_Group("KB103", loc_id, group, keys, info=info))
         return out
+
+
+def merge_by_line(found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
+    """One group per rule and issue line: streams split by their wait lines (two loads
+    of a tile issued from one line) are one finding, one id, their savings added."""
+    out: dict[tuple[str, int], tuple[_Group, int]] = {}
+    for g, saving in found:
+        key = (g.rule, g.loc_id)
+        if key not in out:
+            out[key] = (g, saving)
+            continue
+        first, total = out[key]
+        first.cmds = sorted(first.cmds + g.cmds)
+        first.moves = {**first.moves, **g.moves}
+        out[key] = (first, total + saving)
+    return list(out.values())
