@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from kernels_across_pes import run_gemm_rows
 
-from emulator import HardwareConfig
+from emulator import HardwareConfig, Memory, run_kernel
 from emulator import scenarios as scenario_of
 from emulator.scenarios import prefill
 from emulator.trace.schema import Kind
@@ -85,6 +85,42 @@ def test_re_timing_with_no_edit_reproduces_the_recorded_schedule_exactly(shared)
     }
 
 
+def composite_beside_loads(tl, a_ptr, b_ptr, c_ptr, x_ptr):
+    """PE 0 runs a composite GEMM (its transfers are its own, no steps of the program);
+    PE 1, on the same stack, loads tiles one after another."""
+    if tl.program_id(0) == 0:
+        tl.composite(a_ptr, (256, 64), b_ptr, (64, 16), c_ptr, tile=32, dtype="f32")
+    else:
+        for i in range(12):
+            tl.wait(tl.load_async(x_ptr + i * 4096, (32, 32), "f32"))
+
+
+def bursts(tl, x_ptr):
+    """Each PE issues loads of three sizes back to back, then waits them all: on two
+    read channels each load takes the one that frees first, as the stack left it."""
+    base = x_ptr + tl.program_id(0) * 16 * 8192
+    futures = [tl.load_async(base + i * 8192, ((1 + i % 3) * 16, 64), "f32") for i in range(16)]
+    for f in futures:
+        tl.wait(f)
+
+
+def run_composite_beside_loads(path) -> None:
+    memory = Memory(1 << 20)
+    a = memory.put(np.ones((256, 64), np.float32))
+    b = memory.put(np.ones((64, 16), np.float32))
+    c = memory.alloc(256 * 16 * 4)
+    x = memory.put(np.ones((12 * 1024,), np.float32))
+    config = STACKED.replace(mesh_rows=1, mesh_cols=2)
+    run_kernel(composite_beside_loads, (a, b, c, x), (2,), memory, config, trace=path)
+
+
+def run_bursts(path) -> None:
+    memory = Memory(1 << 20)
+    x = memory.alloc(2 * 16 * 8192)
+    config = STACKED.replace(mesh_rows=1, mesh_cols=2, dma_read_channels=2)
+    run_kernel(bursts, (x,), (2,), memory, config, trace=path)
+
+
 #: Stacks of two PEs (64 bytes a cycle) under other launches: sends between PEs, two
 #: channels a side (picked as the emulator picks, by the holds known at the issue), a
 #: composite's own transfers (taken as recorded), work split unevenly (KB111).
@@ -99,6 +135,8 @@ LAUNCHES = {
     "tiled_gemm": lambda path: scenario_of.tiled_gemm(config=STACKED).run(trace=path),
     "gemm_composite": lambda path: scenario_of.gemm_composite(config=STACKED).run(trace=path),
     "gemm_uneven": lambda path: run_gemm_rows(path, 20, spread=False, config=STACKED),
+    "composite_beside_loads": run_composite_beside_loads,
+    "bursts_on_two_channels": run_bursts,
 }
 
 
