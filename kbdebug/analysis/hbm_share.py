@@ -55,6 +55,9 @@ class SharedHbm:
     #: Per stack: (recorded grant cycle, order key, slot) of its transfers that are no
     #: step of any program (a composite's own transfers): they take the stack as recorded.
     pinned: list[list[tuple[int, int, int]]] = field(default_factory=list)
+    #: Per PE: (recorded grant cycle, order key, slot) of its programs' shared transfers:
+    #: where a re-timing leaves the PE as recorded, they take the stack as recorded.
+    by_pe: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
 
     def stack_of(self, pe: int) -> int:
         """The stack PE ``pe`` shares, -1 when none."""
@@ -121,6 +124,10 @@ def share_transfers(model: Model) -> None:
                 prog.unshared[c] = max(own, share[2])
     stepped = {c for prog in model.programs.values() for c in prog.shares}
     times = model.index.columns.time
+    for prog in model.programs.values():
+        shared.by_pe[prog.pe] = sorted(
+            (int(times[key]), key, slot) for _, _, slot, key, _ in prog.shares.values()
+        )
     for cmd, (stack, _, slot, key) in shared.share.items():
         if cmd not in stepped:
             shared.pinned[stack].append((int(times[key]), key, slot))

@@ -77,13 +77,14 @@ class Stacks:
     """The shared stacks while a launch is re-timed: the heads of the channels' queues,
     served in grant order, each taking its stack's next free slot."""
 
-    def __init__(self, n_stacks: int, pinned):
+    def __init__(self, n_stacks: int, pinned: list[tuple[int, int, int, int]]):
+        """``pinned``: (grant cycle, order key, stack, slot) of the slots taken as recorded."""
         self.free_at = [0] * n_stacks
-        self.heads: list[tuple[int, int, int, object]] = []
+        self.heads: list[tuple[int, int, int, object]] = [
+            (grant, key, -1, (stack, slot)) for grant, key, stack, slot in pinned
+        ]
+        heapq.heapify(self.heads)
         self._seq = 0
-        for stack, pins in pinned.items():
-            for grant, key, slot in pins:
-                self._push(grant, key, (stack, slot))
 
     def _push(self, grant: int, key: int, item) -> None:
         self._seq += 1
@@ -277,9 +278,10 @@ def drive_shared(gens: dict[int, Generator], sent: dict[int, int], stacks: Stack
 
 
 def simulate_shared(model, edits: dict, base: dict[int, int] | None = None):
-    """:func:`kbdebug.analysis.retime.simulate_launch` on shared stacks: the edited PEs,
-    every PE sharing a stack with one re-timed and every PE receiving from one, until no
-    more join; the others keep ``base`` and their sends its deliveries."""
+    """:func:`kbdebug.analysis.retime.simulate_launch` on shared stacks: the edited PEs
+    and those that receive from them are re-timed; the others keep ``base``, their sends
+    its deliveries and their transfers the stack's slots as recorded (a fix on every PE
+    of a stack re-times every one of them)."""
     programs = model.programs
     shared = model.shared
     stack_of = {pe: i for i, pes in enumerate(shared.stacks) for pe in pes}
@@ -288,20 +290,18 @@ def simulate_shared(model, edits: dict, base: dict[int, int] | None = None):
         sent: dict[int, int] = {}
         lengths: dict[int, int] = {}
     else:
-        pes = set(edits) & set(programs)
-        while True:
-            stacks = {stack_of[pe] for pe in pes if pe in stack_of}
-            grown = model.downstream(pes | {p for i in stacks for p in shared.stacks[i]})
-            grown &= set(programs)
-            if grown == pes:
-                break
-            pes = grown
+        pes = model.downstream(edits) & set(programs)
         sent = dict(model.recorded_sent)
         for c in [c for c, pe in model.sender.items() if pe in pes]:
             sent.pop(c, None)
         lengths = dict(base)
     touched = {stack_of[pe] for pe in pes if pe in stack_of}
-    stacks = Stacks(len(shared.stacks), {i: shared.pinned[i] for i in touched})
+    pinned = [(g, key, i, slot) for i in touched for g, key, slot in shared.pinned[i]]
+    for i in touched:
+        for pe in shared.stacks[i]:
+            if pe not in pes:
+                pinned.extend((g, key, i, slot) for g, key, slot in shared.by_pe.get(pe, ()))
+    stacks = Stacks(len(shared.stacks), pinned)
     gens = {}
     for pe in pes:
         prog = programs[pe]
