@@ -199,6 +199,52 @@ def test_no_finding_blames_a_kernel_line_for_the_stack(shared):
     assert max(per_pe) < 0.6  # each PE far from its own bound: the stack's time, not its
 
 
+TILE_BYTES = 64 * 64 * 2
+
+
+def waited_at_once(tl, a_ptr, n):
+    """Each PE streams its own n tiles, every load waited right after its issue (KB102),
+    each tile then a 64x64x64 dot."""
+    base = a_ptr + tl.program_id(0) * n * TILE_BYTES
+    for j in range(n):
+        with tl.scope():
+            x = tl.wait(tl.load_async(base + j * TILE_BYTES, (64, 64), "f16"))
+            tl.dot(x, x)
+
+
+def run_waited_at_once(path, stack_rate: int | None, n: int = 16) -> Analysis:
+    shared = {} if stack_rate is None else {"hbm_stack_pes": PES}
+    config = HardwareConfig(mesh_rows=1, mesh_cols=PES, **shared)
+    if stack_rate is not None:
+        config = config.replace(hbm_stack_bytes_per_cycle=stack_rate)
+    memory = Memory(1 << 22)
+    a = memory.put(np.ones((PES * n * 64, 64), np.float16))
+    run_kernel(waited_at_once, (a, n), (PES,), memory, config, trace=path)
+    return analyse(path)
+
+
+def test_a_deeper_prefetch_cannot_fix_a_saturated_stack(tmp_path):
+    """Nothing shared, KB102 names the wait on every PE. On a stack of 32 bytes a cycle
+    the PEs' tiles take 8 x 16 slots of 256 cycles, more than the PEs need on their
+    own: issuing a tile ahead gains nothing the stack allows, so no finding names the
+    line (nor KB106 the kernel), and the stack's slots are the launch's bound. On a stack
+    of 64 bytes a cycle (16,384 cycles of slots, under the PEs' own bound) KB102 is
+    back, its saving re-timed under the stack."""
+    alone = run_waited_at_once(tmp_path / "alone.kbt", None)
+    assert {f.rule for f in alone.findings} == {"KB102"}
+    saturated = run_waited_at_once(tmp_path / "saturated.kbt", 32)
+    slots = PES * 16 * (TILE_BYTES // 32)
+    assert saturated.findings == []
+    (kb113,) = saturated.contention
+    assert (kb113.slots, kb113.limits) == (slots, True)
+    bound, efficiency = saturated.launch_efficiency
+    assert bound == CFG.issue_cycles + slots + CFG.hbm_latency and efficiency > 0.95
+    roomy = run_waited_at_once(tmp_path / "roomy.kbt", 64)
+    assert [f.rule for f in roomy.findings] == ["KB102"]
+    assert not roomy.contention[0].limits
+    _figures_agree(roomy)
+
+
 def test_the_stalls_for_the_stack_are_charged_to_contention(shared):
     causes = [w for w in wait_causes(shared.replay, shared.model) if w.avoidable > 0]
     charged = Counter()

@@ -76,13 +76,26 @@ def _run_text(run: list[int]) -> str:
     return str(run[0]) if len(run) == 1 else f"{run[0]}\u2013{run[-1]}"
 
 
-def stack_costs(model: Model) -> dict[int, int]:
-    """Per PE, the cycles its kernel would save with every PE alone on its stack (what
-    the stack's sharing costs it; empty without sharing)."""
+def stack_explained(model: Model) -> dict[int, int]:
+    """Per PE on a shared stack, the part of its gap (achieved minus its bound alone on
+    the stack) that is the stack's, never its kernel's (KB106 names only the rest): what
+    its kernel would save with every PE alone on its stack, and at least all of the gap
+    but what the launch could still gain above its stack's bound (no fix of this PE ends
+    the launch before its stack's slots are served). Empty without sharing."""
     if model.shared is None:
         return {}
     alone = unshared_lengths(model)
-    return {pe: max(n - min(alone.get(pe, n), NEVER), 0) for pe, n in model.recorded.items()}
+    bounds = model.bound_lengths
+    room = {pe: NEVER for pe in model.programs}
+    for b in stack_bounds(model):
+        for pe in b.pes:
+            room[pe] = max(model.end - b.end, 0)
+    out = {}
+    for pe, n in model.recorded.items():
+        cost = max(n - min(alone.get(pe, n), NEVER), 0)
+        gap = model.programs[pe].achieved - bounds[pe]
+        out[pe] = max(cost, gap - room[pe])
+    return out
 
 
 def contention(model: Model, launch_bound_end: int) -> list[HbmContention]:

@@ -78,7 +78,7 @@ from collections import defaultdict
 import numpy as np
 
 from emulator.trace.schema import Kind
-from kbdebug.analysis.contention import queued_on_stack, stack_costs
+from kbdebug.analysis.contention import queued_on_stack, stack_explained
 from kbdebug.analysis.finding import (
     IMMEDIATE_MAX_WORK,
     RULES,
@@ -188,7 +188,7 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
     # and KB106 names only what KB111 leaves in turn.
     left = {d.prog.pe: max(getattr(d, "joint", 0), explained.get(d.prog.pe, 0)) for d in diagnoses}
     # What sharing an HBM stack costs a PE is the stack's (KB113), never its kernel's.
-    for pe, cost in stack_costs(model).items():
+    for pe, cost in stack_explained(model).items():
         left[pe] = max(left.get(pe, 0), cost)
     findings, claimed = imbalance_findings(model, left, MIN_SHARE)
     for d in diagnoses:
