@@ -190,6 +190,10 @@ def _drive(gens: dict[int, Generator], progress: dict) -> dict[int, int]:
     return out
 
 
+#: PEs re-timed round by round before the whole downstream set is, at once.
+EXPAND_PES = 8
+
+
 def simulate_launch(
     model: Model, edits: dict[int, Edit], base: dict[int, int] | None = None
 ) -> tuple[dict[int, int], dict[int, int]]:
@@ -206,15 +210,49 @@ def simulate_launch(
         return simulate_shared(model, edits, base)
     programs = model.programs
     if base is None:
-        pes = set(programs)
-        sent: dict[int, int] = {}
-        lengths: dict[int, int] = {}
-    else:
-        pes = model.downstream(edits) & set(programs)
-        sent = dict(model.recorded_sent)
-        for c in [c for c, pe in model.sender.items() if pe in pes]:
-            sent.pop(c, None)
-        lengths = dict(base)
+        return _retime(model, edits, set(programs), {}, {})
+    # The edited PEs first, the others' messages as recorded; then, while some of their
+    # messages arrive at another time, those messages' receivers too, each round from
+    # the start. A PE whose messages all arrive as recorded ends as recorded (its
+    # schedule depends on its program and its messages' arrivals), so this is exact;
+    # past EXPAND_PES PEs the whole downstream set is re-timed at once, as a change
+    # that goes round a ring would take a round per PE.
+    recorded = model.recorded_sent
+    receiver = _receivers_of(model)
+    dirty = set(edits) & set(programs)
+    while len(dirty) <= EXPAND_PES:
+        lengths, sent = _retime(model, edits, dirty, dict(base), dict(recorded))
+        changed = {
+            receiver[c]
+            for c, d in recorded.items()
+            if model.sender.get(c) in dirty and sent.get(c) != d and c in receiver
+        } - dirty
+        if not changed:
+            return lengths, sent
+        dirty |= changed
+    return _retime(
+        model, edits, model.downstream(edits) & set(programs), dict(base), dict(recorded)
+    )
+
+
+def _receivers_of(model: Model) -> dict[int, int]:
+    """Per send command, the PE that receives it (built once, kept in the model's own
+    cache beside its cached properties)."""
+    found = model.__dict__.get("_receiver_of_send")
+    if found is None:
+        found = {send: pe for pe, prog in model.programs.items() for send in prog.match.values()}
+        model.__dict__["_receiver_of_send"] = found
+    return found
+
+
+def _retime(
+    model: Model, edits: dict[int, Edit], pes: set[int], lengths: dict, sent: dict
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Re-time ``pes`` together (their sends' deliveries taken out of ``sent`` and made
+    anew); the other PEs keep ``lengths`` and their deliveries in ``sent``."""
+    programs = model.programs
+    for c in [c for c, pe in model.sender.items() if pe in pes]:
+        sent.pop(c, None)
     gens = {}
     for pe in pes:
         prog = programs[pe]
