@@ -121,6 +121,16 @@ def run_bursts(path) -> None:
     run_kernel(bursts, (x,), (2,), memory, config, trace=path)
 
 
+def test_one_pe_re_timed_beside_the_others_as_recorded_reproduces_its_run(shared):
+    """A fix on one PE re-times that PE alone, the other PEs' transfers taking the stack's
+    slots at their recorded grants: with nothing changed, its recorded run comes back."""
+    model = shared.model
+    for pe in (0, 3, PES - 1):
+        prog = model.programs[pe]
+        lengths, _ = simulate_launch(model, {pe: (range(len(prog)), None, None)}, model.recorded)
+        assert lengths[pe] == prog.achieved
+
+
 #: Stacks of two PEs (64 bytes a cycle) under other launches: sends between PEs, two
 #: channels a side (picked as the emulator picks, by the holds known at the issue), a
 #: composite's own transfers (taken as recorded), work split unevenly (KB111).

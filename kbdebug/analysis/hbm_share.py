@@ -52,12 +52,11 @@ class SharedHbm:
     slots: list[int] = field(default_factory=list)
     #: Per stack: the stalls of its transfers (cycles each waited for the stack) added up.
     queued: list[int] = field(default_factory=list)
-    #: Per stack: (recorded grant cycle, order key, slot) of its transfers that are no
-    #: step of any program (a composite's own transfers): they take the stack as recorded.
-    pinned: list[list[tuple[int, int, int]]] = field(default_factory=list)
-    #: Per PE: (recorded grant cycle, order key, slot) of its programs' shared transfers:
-    #: where a re-timing leaves the PE as recorded, they take the stack as recorded.
-    by_pe: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    #: Per stack: its transfers as recorded, sorted by grant and order key: (grant
+    #: cycles, order keys, slots, the PE of each program step, -1 for a transfer that is
+    #: no step of any program: a composite's own). A re-timing takes the slots of the
+    #: PEs it leaves as recorded, and of the -1s, at their recorded grants.
+    taken: list[tuple[np.ndarray, ...]] = field(default_factory=list)
 
     def stack_of(self, pe: int) -> int:
         """The stack PE ``pe`` shares, -1 when none."""
@@ -88,7 +87,6 @@ def shared_hbm(index: TraceIndex) -> SharedHbm | None:
         bytes_per_cycle=rate,
         slots=[0] * len(stacks),
         queued=[0] * len(stacks),
-        pinned=[[] for _ in stacks],
     )
     nbytes = np.asarray(cmds.nbytes, dtype=np.int64)
     for e, cmd, pe, stalled in zip(
@@ -110,8 +108,8 @@ def shared_hbm(index: TraceIndex) -> SharedHbm | None:
 
 
 def share_transfers(model: Model) -> None:
-    """Give each program's loads and stores their shares and unshared holds, and pin the
-    shared transfers that are no program's steps (``SharedHbm.pinned``)."""
+    """Give each program's loads and stores their shares and unshared holds, and each
+    stack its transfers as recorded (``SharedHbm.taken``)."""
     shared = model.shared
     nbytes = model.index.commands.nbytes
     for prog in model.programs.values():
@@ -122,17 +120,14 @@ def share_transfers(model: Model) -> None:
                 own = max(1, math.ceil(int(nbytes[c]) / rate))
                 prog.shares[c] = (*share, own)
                 prog.unshared[c] = max(own, share[2])
-    stepped = {c for prog in model.programs.values() for c in prog.shares}
+    owner = {c: prog.pe for prog in model.programs.values() for c in prog.shares}
     times = model.index.columns.time
-    for prog in model.programs.values():
-        shared.by_pe[prog.pe] = sorted(
-            (int(times[key]), key, slot) for _, _, slot, key, _ in prog.shares.values()
-        )
+    rows: list[list[tuple[int, int, int, int]]] = [[] for _ in shared.stacks]
     for cmd, (stack, _, slot, key) in shared.share.items():
-        if cmd not in stepped:
-            shared.pinned[stack].append((int(times[key]), key, slot))
-    for pins in shared.pinned:
-        pins.sort()
+        rows[stack].append((int(times[key]), key, slot, owner.get(cmd, -1)))
+    for stack_rows in rows:
+        table = np.array(sorted(stack_rows), dtype=np.int64).reshape(-1, 4)
+        shared.taken.append(tuple(np.ascontiguousarray(table[:, i]) for i in range(4)))
 
 
 @dataclass(frozen=True)

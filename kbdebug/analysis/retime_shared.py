@@ -22,6 +22,8 @@ import heapq
 from collections import deque
 from collections.abc import Generator
 
+import numpy as np
+
 from kbdebug.analysis.model import (
     COMPUTE,
     LOAD,
@@ -77,18 +79,49 @@ class Stacks:
     """The shared stacks while a launch is re-timed: the heads of the channels' queues,
     served in grant order, each taking its stack's next free slot."""
 
-    def __init__(self, n_stacks: int, pinned: list[tuple[int, int, int, int]]):
-        """``pinned``: (grant cycle, order key, stack, slot) of the slots taken as recorded."""
+    def __init__(self, n_stacks: int, pinned: dict[int, tuple[np.ndarray, ...]]):
+        """``pinned``: per stack, the (grant cycles, order keys, slots) of the slots taken
+        as recorded, sorted by grant and key; in the heads, each stack's next one."""
         self.free_at = [0] * n_stacks
-        self.heads: list[tuple[int, int, int, object]] = [
-            (grant, key, -1, (stack, slot)) for grant, key, stack, slot in pinned
-        ]
+        self.heads: list[tuple[int, int, int, object]] = []
+        self._pinned = pinned
+        self._next = dict.fromkeys(pinned, 0)
+        for stack, (grants, keys, _) in pinned.items():
+            if len(grants):
+                self.heads.append((int(grants[0]), int(keys[0]), -1, stack))
         heapq.heapify(self.heads)
         self._seq = 0
 
     def _push(self, grant: int, key: int, item) -> None:
         self._seq += 1
         heapq.heappush(self.heads, (grant, key, self._seq, item))
+
+    def _serve_pinned(self, stack: int) -> None:
+        """Serve the stack's slots taken as recorded up to the next head of any stack:
+        nothing can come between them (no program waits on them)."""
+        grants, keys, slots = self._pinned[stack]
+        first = self._next[stack]
+        end = len(grants)
+        if self.heads:
+            grant, key = self.heads[0][0], self.heads[0][1]
+            lo = first + int(np.searchsorted(grants[first:], grant, "left"))
+            hi = first + int(np.searchsorted(grants[first:], grant, "right"))
+            end = max(first + 1, lo + int(np.searchsorted(keys[lo:hi], key)))
+        free = self.free_at[stack]
+        if end - first < 8:
+            for i in range(first, end):
+                g = int(grants[i])
+                free = (free if free > g else g) + int(slots[i])
+        else:
+            # free after slot k: the slots from j to k back to back from the latest of
+            # free and each grant j before it (a max-plus scan, one pass).
+            run = slots[first:end]
+            taken = np.cumsum(run)
+            free = int(taken[-1]) + max(free, int((grants[first:end] - (taken - run)).max()))
+        self.free_at[stack] = free
+        self._next[stack] = end
+        if end < len(grants):
+            heapq.heappush(self.heads, (int(grants[end]), int(keys[end]), -1, stack))
 
     def submit(self, tr: _Transfer) -> None:
         """Put ``tr`` on its channel's queue (its grant waits for the ones before it)."""
@@ -117,12 +150,10 @@ class Stacks:
         tr.arrival = q.release + q.latency
 
     def serve(self) -> _Transfer | None:
-        """Serve the earliest head: the transfer (None for a pinned slot)."""
+        """Serve the earliest head: the transfer (None for slots taken as recorded)."""
         grant, _, _, item = heapq.heappop(self.heads)
-        if isinstance(item, tuple):
-            stack, slot = item
-            start = self.free_at[stack] if self.free_at[stack] > grant else grant
-            self.free_at[stack] = start + slot
+        if type(item) is int:
+            self._serve_pinned(item)
             return None
         tr = item
         start = self.free_at[tr.stack] if self.free_at[tr.stack] > grant else grant
@@ -296,11 +327,12 @@ def simulate_shared(model, edits: dict, base: dict[int, int] | None = None):
             sent.pop(c, None)
         lengths = dict(base)
     touched = {stack_of[pe] for pe in pes if pe in stack_of}
-    pinned = [(g, key, i, slot) for i in touched for g, key, slot in shared.pinned[i]]
+    timed = np.fromiter(pes, dtype=np.int64, count=len(pes))
+    pinned = {}
     for i in touched:
-        for pe in shared.stacks[i]:
-            if pe not in pes:
-                pinned.extend((g, key, i, slot) for g, key, slot in shared.by_pe.get(pe, ()))
+        grants, keys, slots, owners = shared.taken[i]
+        keep = ~np.isin(owners, timed)
+        pinned[i] = (grants[keep], keys[keep], slots[keep])
     stacks = Stacks(len(shared.stacks), pinned)
     gens = {}
     for pe in pes:
