@@ -13,7 +13,9 @@ several channels, the kernel's end): then every PE is paused, and the earliest h
 of all is served. No PE can still ask for an earlier grant: one paused on a transfer
 resumes after that transfer lands, one paused on a message after its sender moves on.
 With nothing edited, every grant comes at its recorded cycle in its recorded order, so
-the recorded schedule comes back exactly.
+the recorded schedule comes back exactly. Transfers that are no step of any program (a
+composite's own) and those of the PEs a re-timing leaves as recorded take their slots
+at their recorded grants, in the same order.
 """
 
 from __future__ import annotations
