@@ -11,6 +11,8 @@ Two figures per mesh size, each measured in a child process of its own:
   size (n_tiles = 4096 / N: 16 tiles a PE at 256), traced into a file as ``kbdebug
   run`` traces it: CPU seconds of ``Scenario.run`` over the events written. Goal: at
   256 PEs within 1.3x of 4 PEs.
+- wall seconds and peak RSS of ``kbdebug report`` on that ring trace (no index
+  cache: the trace read, indexed and analysed). Goal: at most 1 GB at 256 PEs.
 
 Each figure is printed as the min and median over ``--runs`` runs, with its ratio to
 4 PEs (of the medians). The sizes run interleaved, so the machine's load falls on all.
@@ -36,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: prefill's n_tiles x PEs: every size emulates the same number of tile steps.
 TILE_STEPS = 4096
 RSS_GOAL = 600e6
+REPORT_GOAL = 1e9
 TIME_GOAL = 1.3
 
 
@@ -50,13 +53,27 @@ def ring_rss(pes: int, folder: Path, check: bool) -> tuple[float, float]:
         _, status, usage = os.wait4(proc.pid, 0)
         stdout.seek(0)
         text = stdout.read()
-    out.unlink(missing_ok=True)
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"ring_attention pes={pes} failed: {proc.stderr.read().strip()}")
     found = re.search(r"^end: +simulated [\d,]+ cycles in ([\d.]+) s", text, re.M)
     if found is None:
         sys.exit(f"no emulation time in the run's output:\n{text}")
     return usage.ru_maxrss * 1024, float(found.group(1))  # ru_maxrss is in KiB on Linux
+
+
+def report_cost(pes: int, folder: Path) -> tuple[float, float]:
+    """(peak RSS in bytes, wall seconds) of ``kbdebug report`` on the ring's trace."""
+    trace = folder / f"ring_{pes}.kbt"
+    argv = [sys.executable, "-m", "kbdebug", "report", str(trace)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KBDEBUG_NO_CACHE": "1"}
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"report of ring_attention pes={pes} failed: {proc.stderr.read().strip()}")
+    trace.unlink(missing_ok=True)
+    return usage.ru_maxrss * 1024, seconds
 
 
 def prefill_time(pes: int, folder: Path) -> tuple[float, int]:
@@ -102,6 +119,8 @@ def main() -> int:
     rss: dict[int, list[float]] = {n: [] for n in sizes}
     wall: dict[int, list[float]] = {n: [] for n in sizes}
     per_event: dict[int, list[float]] = {n: [] for n in sizes}
+    report_rss: dict[int, list[float]] = {n: [] for n in sizes}
+    report_wall: dict[int, list[float]] = {n: [] for n in sizes}
     events: dict[int, int] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mesh_scale-") as name:
@@ -114,6 +133,9 @@ def main() -> int:
                     peak, emulation = ring_rss(pes, folder, check=not args.no_check)
                     rss[pes].append(peak)
                     wall[pes].append(emulation)
+                    peak, seconds = report_cost(pes, folder)
+                    report_rss[pes].append(peak)
+                    report_wall[pes].append(seconds)
             print(f"run {run + 1} of {args.runs} done ({time.perf_counter() - started:.0f} s)")
     check = "without" if args.no_check else "with"
     print(f"\n{args.runs} runs, min and median; ratios are of the medians to 4 PEs")
@@ -131,6 +153,18 @@ def main() -> int:
             within = max(rss[256]) <= RSS_GOAL
             ok &= within
             print(f"  goal: 256 PEs <= {RSS_GOAL / 1e6:.0f} MB: {'met' if within else 'NOT met'}")
+        print("\nkbdebug report on that trace (no index cache):")
+        for pes in sizes:
+            print(
+                f"  {pes:4} PEs  {min_median(report_wall[pes], 1, 's', 6)}  "
+                f"peak {min_median(report_rss[pes], 1e6, 'MB')}"
+            )
+        if 256 in sizes:
+            within = max(report_rss[256]) <= REPORT_GOAL
+            ok &= within
+            print(
+                f"  goal: 256 PEs <= {REPORT_GOAL / 1e9:.0f} GB: {'met' if within else 'NOT met'}"
+            )
     print(f"\nemulation time per event, traced prefill of {TILE_STEPS:,} / N tiles a PE:")
     base = statistics.median(per_event[4])
     for pes in sizes:
