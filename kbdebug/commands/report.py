@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             gate,
             chains,
             launch=analysis.launch_efficiency,
+            contention=analysis.contention,
         )
         sys.stdout.write(json.dumps(doc, indent=2))
         sys.stdout.write("\n")
@@ -147,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
             per_pe=args.per_pe,
             chains=analysis.worst_wait_chains,
             launch=analysis.launch_efficiency,
+            contention=analysis.contention,
         )
         sys.stdout.write(text)
     sys.stdout.flush()

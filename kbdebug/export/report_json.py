@@ -27,6 +27,13 @@ escapes them)::
                                         # do more of it (KB111)
                  "efficiency": float | None},  # bound / the launch's time; None: did
                                         # not complete (compare and sweep show these)
+      "contention": [{"stack", "pes": [int],  # KB113, each shared HBM stack its PEs
+                      "slots",          # queued on: its slots end to end (cycles),
+                      "bound_end",      # the cycle its last PE cannot end before,
+                      "queued",         # cycles its transfers waited for it (summed),
+                      "cost",           # what sharing it cost the launch (re-timed),
+                      "limits": bool,   # its bound is the launch's
+                      "message", "suggestion"}],  # information, never a finding
       "efficiency": [{"pe", "start", "end", "achieved",
                       "bound": int,      # critical-path lower bound of the kernel time
                       "efficiency": float | None,   # bound / achieved; None: did not complete
@@ -84,6 +91,7 @@ from typing import Any
 
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.across_pes import short_id
+from kbdebug.analysis.contention import HbmContention
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import MIN_SAVING, Gate
 from kbdebug.analysis.model import PEBound
@@ -109,6 +117,7 @@ def to_json(
     gate: Gate | None = None,
     chains: list[WaitChain] | None = None,
     launch: tuple[int, float | None] | None = None,
+    contention: list[HbmContention] | None = None,
 ) -> dict[str, Any]:
     """The report as a ``kbdebug.report/4`` document (``chains``: the longest receive
     waits followed across PEs, ``Analysis.worst_wait_chains``)."""
@@ -144,6 +153,20 @@ def to_json(
         ],
         "efficiency": [{**asdict(b), "savings": savings.get(b.pe, 0)} for b in bounds],
         "launch": None if launch is None else {"bound": launch[0], "efficiency": launch[1]},
+        "contention": [
+            {
+                "stack": c.stack,
+                "pes": list(c.pes),
+                "slots": c.slots,
+                "bound_end": c.bound_end,
+                "queued": c.queued,
+                "cost": c.cost,
+                "limits": c.limits,
+                "message": c.message,
+                "suggestion": c.suggestion,
+            }
+            for c in contention or ()
+        ],
         "stall_by_line": [
             {"loc": loc_json(s.loc), "waits": s.waits, "stall_cycles": s.stall_cycles}
             for s in summary.stall_by_line

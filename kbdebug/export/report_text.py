@@ -9,6 +9,7 @@ import os
 
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.across_pes import short_id, where_text
+from kbdebug.analysis.contention import HbmContention
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import one_line, percent
 from kbdebug.analysis.model import PEBound, launch_efficiency
@@ -216,6 +217,7 @@ def render(
     per_pe: bool = False,
     chains: list[WaitChain] | None = None,
     launch: tuple[int, float | None] | None = None,
+    contention: list[HbmContention] | None = None,
 ) -> str:
     """The report as text, the status line first; on many PEs the per-PE and busy tables
     are spreads (min, median, max) unless ``per_pe``; ``chains``: the longest receive
@@ -236,12 +238,17 @@ def render(
         bound, efficiency = launch
         eff = "did not complete" if efficiency is None else f"efficiency {efficiency:.1%}"
         balanced = bound < launch_efficiency(bounds)[0]
-        how = (
-            "with the late PEs' extra work spread over the others, KB111"
-            if balanced
-            else "no placement of the PEs' issues and waits ends sooner"
-        )
+        limits = [c for c in contention or () if c.limits]
+        if limits:
+            how = f"HBM stack {limits[0].stack}'s slots end to end, KB113"
+        elif balanced:
+            how = "with the late PEs' extra work spread over the others, KB111"
+        else:
+            how = "no placement of the PEs' issues and waits ends sooner"
         lines.append(f"launch: bound {bound:,} cycles ({how}), {eff}")
+    for c in contention or ():
+        lines.append(f"  {c.rule} {escape(c.message)}")
+        lines.append(f"      fix: {escape(c.suggestion)}")
     lines.append(
         f"stall cycles: {summary.stall_cycles:,}{summed}  dma_read_count: "
         f"{summary.counts['dma_read_count']:,}{summed}"
