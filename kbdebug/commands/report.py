@@ -121,36 +121,16 @@ def run(args: argparse.Namespace) -> int:
     findings = sort_findings(analysis.findings, bounds)
     reason = analysis.incomplete
     gate = Gate.check(selectors, min_saving, findings, bounds, reason)
+    figures = (args.trace, summary, futures, findings, bounds, reason)
+    more = {
+        "chains": analysis.worst_wait_chains,
+        "launch": analysis.launch_efficiency,
+        "contention": analysis.contention,
+    }
     if args.json:
-        chains = analysis.worst_wait_chains
-        doc = to_json(
-            args.trace,
-            summary,
-            futures,
-            findings,
-            bounds,
-            reason,
-            gate,
-            chains,
-            launch=analysis.launch_efficiency,
-            contention=analysis.contention,
-        )
-        sys.stdout.write(json.dumps(doc, indent=2))
-        sys.stdout.write("\n")
+        sys.stdout.write(json.dumps(to_json(*figures, gate, **more), indent=2) + "\n")
     else:
-        text = render(
-            args.trace,
-            summary,
-            futures,
-            findings,
-            bounds,
-            reason,
-            per_pe=args.per_pe,
-            chains=analysis.worst_wait_chains,
-            launch=analysis.launch_efficiency,
-            contention=analysis.contention,
-        )
-        sys.stdout.write(text)
+        sys.stdout.write(render(*figures, per_pe=args.per_pe, **more))
     sys.stdout.flush()
     for line in gate.explain():
         print(f"kbdebug report: {line}", file=sys.stderr)
