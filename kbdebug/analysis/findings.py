@@ -66,8 +66,10 @@ KB113 hbm-contention
     Stalls for a shared HBM stack: charged to the stack, never a line; information
     about the launch's bound, no finding (:mod:`kbdebug.analysis.contention`).
 
-KB104 and KB109 at one wait line on different PEs are one edit (the wait moved to
-the first use): one finding, re-timed on every PE, under the rule that gains more.
+A line found on some PEs is re-timed with its edit on every PE that waits there
+(:mod:`kbdebug.analysis.line_edits`). KB104 and KB109 at one wait line on different
+PEs are one edit (the wait moved to the first use): one finding, under the rule that
+gains more.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ __all__ = [
 
 def find_all(replay, model: Model | None = None) -> list[Finding]:
     """Every finding in the trace, ordered by first event (``model``: the trace's, if built)."""
-    from kbdebug.analysis import send_edits, wait_edits
+    from kbdebug.analysis import line_edits, send_edits, wait_edits
 
     model = model if model is not None else build_model(replay.index)
     diagnoses = [_Diagnosis(model, prog) for prog in model.programs.values()]
@@ -160,6 +162,8 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
         for g, _ in d.groups():
             by_line[(SAME_EDIT.get(g.rule, g.rule), g.loc_id)].append((d, g))
     single = len(model.programs) == 1  # then the launch's gain is the PE's, re-timed already
+    if not single:  # a line's edit on every PE that runs it, not just where it was found
+        line_edits.spread(diagnoses, by_line)
     gains = {(d.prog.pe, id(g)): gain for d in diagnoses for g, gain in d.groups()}
     launch_gain = {}
     for (_, loc_id), items in by_line.items():
@@ -173,6 +177,8 @@ def find_all(replay, model: Model | None = None) -> list[Finding]:
         launch_gain[(rule, loc_id)] = _launch_end(model, model.recorded) - _launch_end(
             model, lengths
         )
+        # One edit, one finding: it holds on each PE it changes once it pays on any.
+        launch_gain[(rule, loc_id, "floor")] = min(d.floor() for d, _ in items)
         # Each PE's own gain is the one it gets with the line fixed on every PE (what one
         # PE's fix alone gives is less on a ring; a send's own PE gains nothing from it).
         for pe, n in lengths.items():
@@ -330,6 +336,7 @@ class _Diagnosis(StreamEdits):
 
     def _find_groups(self) -> list[tuple[_Group, int]]:
         from kbdebug.analysis import send_edits, wait_edits
+        from kbdebug.analysis.line_edits import waits_together
 
         found: list[tuple[_Group, int]] = []
         taken: set[int] = set()
@@ -381,7 +388,8 @@ class _Diagnosis(StreamEdits):
             taken.update(g.cmds)
         add(wait_edits.store_wait_groups(self))
         if self.prog.knows_reads:
-            add(wait_edits.early_wait_groups(self, "KB109"))
+            # Receives waited side by side before work none of them feeds move together.
+            add(waits_together(self, wait_edits.early_wait_groups(self, "KB109", True)))
         else:
             add(wait_edits.early_receive_groups(self))
         add(wait_edits.composite_groups(self))
@@ -471,7 +479,7 @@ class _Diagnosis(StreamEdits):
             key = (g.rule, g.loc_id)
             saving = gain if launch_gain is None else launch_gain.get(key, gain)
             # The launch ends no sooner (another PE ends later): nothing worth reporting.
-            if saving < floor:
+            if saving < (floor if launch_gain is None else launch_gain.get((*key, "floor"), floor)):
                 continue
             own = gain if launch_gain is None else launch_gain.get((*key, self.prog.pe), gain)
             out.append(self._finding(g, saving, own))

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from kbdebug.analysis.findings import _Diagnosis
 
 
-def early_wait_groups(d: _Diagnosis, rule: str) -> list[_Group]:
+def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list[_Group]:
     """KB104 (loads) or KB109 (receives): waits placed before work that does not need
-    the value, re-timed with each wait at the value's first use."""
+    the value, re-timed with each wait at the value's first use (``quiet_too``: lines
+    none of whose waits stalled as well, which may only hide behind another's)."""
     prog = d.prog
     kinds = prog.kind
     wanted = RECV if rule == "KB109" else LOAD
@@ -49,7 +50,7 @@ def early_wait_groups(d: _Diagnosis, rule: str) -> list[_Group]:
         # this run too (they would once the others stop holding the kernel back); a line
         # none of whose waits stalled is no finding. Any stall counts: one the data's
         # arrival makes unavoidable at the wait may still hide under the work before use.
-        if not any(d.stall.get(c, 0) > 0 for c in group):
+        if not quiet_too and not any(d.stall.get(c, 0) > 0 for c in group):
             continue
         keys = {d.wait_step[c]: moves[d.wait_step[c]] for c in group}
         first = min(group, key=lambda c: d.wait_step[c])

@@ -123,6 +123,10 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
         suggestion = (
             f"move the tl.wait down to just before {use_at}, below the work that does not need it"
         )
+        if g.also:  # waits of one step that only pay moved together
+            others = ", ".join(where(d.index.loc(i)) for i in g.also)
+            message += f"; so do the waits at {others}, right beside it"
+            suggestion += f" (with the waits at {others}: moving one alone gains little)"
         return message, suggestion
     if g.rule == "KB110":
         calls, b = info["calls"], info["b_cycles"]
