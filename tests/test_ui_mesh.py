@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from test_ui_app import SIZE, header, lines, opened
@@ -221,3 +223,24 @@ async def test_v_is_not_a_key_on_a_row_of_pes():
         await opened(app, pilot)
         await pilot.press("6", "v")
         assert not app.query_one(MeshView).grid and "'v' is not a key here" in app.status
+
+
+async def test_efficiency_reads_computing_until_the_analysis_is_in_and_dash_if_it_failed():
+    release = threading.Event()
+
+    class SlowApp(KbdebugApp):
+        def _analyse(self, replays):
+            if not release.wait(30):
+                raise RuntimeError("never released")
+            raise RuntimeError("a failing rule")
+
+    app = SlowApp(replay=fresh("mesh16"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("6")
+        await pilot.pause()
+        view = app.query_one(MeshView)
+        assert {r[3] for r in rows(view)} == {"…"}
+        release.set()
+        await opened(app, pilot)
+        assert {r[3] for r in rows(view)} == {"-"}

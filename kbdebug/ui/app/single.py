@@ -217,7 +217,7 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         view.findings = self.findings
         view.note = error or "no findings: nothing serialised unexpectedly"
         self._retitle_tabs()
-        self.show_mesh(bounds)
+        self.show_mesh(bounds if bounds is not None else [])  # failed: no efficiency known
 
     def finding_runs(self) -> list[tuple[Replay, list[Finding] | None]]:
         return [(self.replay, self.findings)]

@@ -251,6 +251,8 @@ class CompareApp(DebuggerApp):
         view = self.query_one(FindingGroupsView)
         if result is None:
             self.run_findings = {run: [] for run in RUNS}
+            self.run_bounds = {run: [] for run in RUNS}  # failed: no efficiency known
+            self._show_mesh()
             view.note = error
             return
         self.run_findings = result.findings

@@ -70,6 +70,8 @@ class MeshData:
         whole = self._covered(self._keys(np.array([0, self.end_time])))
         self.stalled = np.rint(whole[:, 1] - whole[:, 0]).astype(np.int64)
         self.efficiency = np.full(self.n_pes, np.nan)
+        #: Whether the analysis's bounds are in (until then no efficiency is known).
+        self.bounds_in = False
         self._shares: dict[int, np.ndarray] = {}
         self._orders: dict[str, np.ndarray] = {}
 
@@ -127,6 +129,7 @@ class MeshData:
     def use_bounds(self, bounds: list[PEBound] | None) -> None:
         """Take each PE's end and efficiency from the analysis's bounds (the figures
         report gives)."""
+        self.bounds_in = self.bounds_in or bounds is not None
         for bound in bounds or []:
             if 0 <= bound.pe < self.n_pes:
                 self.end[bound.pe] = bound.end

@@ -42,6 +42,14 @@ def strip_codes(shares: np.ndarray) -> np.ndarray:
     return codes
 
 
+def _efficiency_text(efficiency: float | None, known: bool) -> str:
+    """``97%``; ``…`` while the analysis computes it; ``-`` where it claims none (a run
+    that did not complete)."""
+    if not known:
+        return "…"
+    return "-" if efficiency is None else f"{efficiency:.0%}"
+
+
 def share_text(share: float) -> str:
     """A share as a percentage, ``<1%`` for a little that would round to nothing."""
     return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
@@ -248,7 +256,7 @@ class MeshView(RowView):
         place = data.position(pe)
         label = f"{pe} {place}" if place else str(pe)
         if data.ran[pe]:
-            eff = "" if figures.efficiency is None else f"{figures.efficiency:.0%}"
+            eff = _efficiency_text(figures.efficiency, data.bounds_in)
             end = f"{figures.end:,}" if figures.end < 10_000_000 else cycles(figures.end, 7)
             text = f"{end:>7} {eff:>4} {share_text(figures.stall_share):>6} "
         else:
@@ -286,8 +294,8 @@ class MeshView(RowView):
             else:
                 segments += self._strip(pe, max(strip, 1), style)
                 if eff_room:
-                    eff = data.figures(pe).efficiency
-                    segments.append(Segment(f" {'' if eff is None else f'{eff:.0%}':>4}", style))
+                    eff = _efficiency_text(data.figures(pe).efficiency, data.bounds_in)
+                    segments.append(Segment(f" {eff:>4}", style))
             segments.append(Segment(" ", style))
         return segments
 
