@@ -75,6 +75,9 @@ class StatusHeader(Widget):
     bounds: reactive[list[PEBound] | None] = reactive(None)
     """Each PE's kernel time against its critical-path bound, once computed."""
 
+    launch: reactive[tuple[int, float | None] | None] = reactive(None)
+    """The launch's bound and efficiency (what report, compare and sweep show)."""
+
     def __init__(self, replay: Replay, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.replay = replay
@@ -119,6 +122,19 @@ class StatusHeader(Widget):
         if bound is not None and bound.efficiency is None:
             efficiency = [("  ", None), ("did not complete", value)]
             efficiency_short = [("  ", None), ("incomplete", value)]
+        elif bound is not None and self.launch is not None and replay.index.n_pes > 1:
+            # On a mesh the launch's figure leads (a finding stands beside it), the
+            # focused PE's follows: each PE can be at its own bound while the launch is not.
+            launch = self.launch[1]
+            launch_text = "did not complete" if launch is None else f"{launch:.0%}"
+            efficiency = [
+                ("  launch ", None),
+                (launch_text, value),
+                (" efficient (bound ", None),
+                (f"{self.launch[0]:,}", None),
+                (f" cycles; PE {self.focused_pe} {bound.efficiency:.0%})", None),
+            ]
+            efficiency_short = [(" eff ", None), (launch_text, value)]
         elif bound is not None:
             efficiency = [
                 ("  ", None),

@@ -15,7 +15,6 @@ from textual.widgets import Static, TabbedContent, TabPane, Tabs
 from emulator.trace.schema import Kind
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.findings import Finding
-from kbdebug.analysis.model import PEBound
 from kbdebug.replay import Replay, StalledWait
 from kbdebug.replay.opening import Opening
 from kbdebug.safe_text import escape
@@ -202,15 +201,17 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
     def _analysed(self) -> tuple[Replay, ...]:
         return (self.replay,)
 
-    def _analyse(self, replays: tuple[Replay, ...]) -> tuple[list[Finding], list[PEBound]]:
-        """The findings and bounds, on a private Replay over the same (read-only) index."""
+    def _analyse(self, replays: tuple[Replay, ...]) -> tuple:
+        """The findings, bounds and the launch's efficiency, on a private Replay over the
+        same (read-only) index."""
         analysis = Analysis(Replay(replays[0].index, replays[0].path))
-        return list(analysis.findings), analysis.bounds
+        return list(analysis.findings), analysis.bounds, analysis.launch_efficiency
 
     def _show_analysis(self, result: object | None, error: str | None) -> None:
-        findings, bounds = result if result is not None else ([], None)
+        findings, bounds, launch = result if result is not None else ([], None, None)
         self.findings = queries.biggest_saving_first(findings)
         for header in self.query(StatusHeader):
+            header.launch = launch
             header.bounds = bounds
         view = self.query_one(FindingsView)
         view.n_pes = self.replay.index.n_pes
