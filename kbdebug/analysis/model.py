@@ -313,13 +313,21 @@ class Model:
         return out
 
     @cached_property
-    def _receivers(self) -> dict[int, set[int]]:
-        out: dict[int, set[int]] = {}
+    def receiver(self) -> dict[int, tuple[int, int]]:
+        """Per send command to another PE: (the PE that received it, its receive command)."""
+        out: dict[int, tuple[int, int]] = {}
         for pe, prog in self.programs.items():
-            for send in prog.match.values():
+            for recv, send in prog.match.items():
                 src = self.sender.get(send)
                 if src is not None and src != pe:
-                    out.setdefault(src, set()).add(pe)
+                    out[send] = (pe, recv)
+        return out
+
+    @cached_property
+    def _receivers(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for send, (pe, _) in self.receiver.items():
+            out.setdefault(self.sender[send], set()).add(pe)
         return out
 
 

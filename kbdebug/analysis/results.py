@@ -21,10 +21,8 @@ from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficienc
 from kbdebug.analysis.select import incomplete
 from kbdebug.analysis.summary import (
     FutureRow,
-    LineStall,
     Summary,
     futures_table,
-    line_stalls,
     summarize,
 )
 from kbdebug.analysis.wait_chain import WaitChain, WaitChains
@@ -113,11 +111,6 @@ class Analysis:
     def summary(self) -> Summary:
         """The headline numbers: end, busy channels, stalls, op counts."""
         return self._once("_summary", lambda: summarize(self.replay))
-
-    @property
-    def line_stalls(self) -> list[LineStall]:
-        """Stall per PE and wait line (the one count report and the app share)."""
-        return self._once("_line_stalls", lambda: line_stalls(self.replay.index))
 
     @property
     def futures(self) -> list[FutureRow]:

@@ -218,12 +218,12 @@ def simulate_launch(
     # past EXPAND_PES PEs the whole downstream set is re-timed at once, as a change
     # that goes round a ring would take a round per PE.
     recorded = model.recorded_sent
-    receiver = _receivers_of(model)
+    receiver = model.receiver
     dirty = set(edits) & set(programs)
     while len(dirty) <= EXPAND_PES:
         lengths, sent = _retime(model, edits, dirty, dict(base), dict(recorded))
         changed = {
-            receiver[c]
+            receiver[c][0]
             for c, d in recorded.items()
             if model.sender.get(c) in dirty and sent.get(c) != d and c in receiver
         } - dirty
@@ -233,16 +233,6 @@ def simulate_launch(
     return _retime(
         model, edits, model.downstream(edits) & set(programs), dict(base), dict(recorded)
     )
-
-
-def _receivers_of(model: Model) -> dict[int, int]:
-    """Per send command, the PE that receives it (built once, kept in the model's own
-    cache beside its cached properties)."""
-    found = model.__dict__.get("_receiver_of_send")
-    if found is None:
-        found = {send: pe for pe, prog in model.programs.items() for send in prog.match.values()}
-        model.__dict__["_receiver_of_send"] = found
-    return found
 
 
 def _retime(

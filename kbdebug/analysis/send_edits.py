@@ -37,7 +37,7 @@ def late_send_groups(d: _Diagnosis) -> list[tuple[_Group, int]]:
     that gains most from it (a receiving PE, or one further down the line)."""
     prog = d.prog
     kinds, step_cmds = prog.kind, prog.cmd
-    receiver = _receivers(d.model)
+    receiver = d.model.receiver
     recv_stall = _receive_stalls(d.model)
     by_loc: dict[int, list[int]] = defaultdict(list)
     moves: dict[int, float] = {}
@@ -159,19 +159,6 @@ def _mesh_gain(d: _Diagnosis, g: _Group) -> int:
     base = model.recorded
     lengths, _ = simulate_launch(model, {d.prog.pe: d.edit(g)}, base)
     return max((base[pe] - min(n, NEVER) for pe, n in lengths.items()), default=0)
-
-
-def _receivers(model: Model) -> dict[int, tuple[int, int]]:
-    """Per send command: (the PE that received it, the receive command), another PE's."""
-    cached = model.__dict__.get("_send_receivers")
-    if cached is None:
-        cached = {}
-        for pe, prog in model.programs.items():
-            for recv, send in prog.match.items():
-                if model.sender.get(send, pe) != pe:
-                    cached[send] = (pe, recv)
-        model.__dict__["_send_receivers"] = cached
-    return cached
 
 
 def _receive_stalls(model: Model) -> dict[int, int]:
