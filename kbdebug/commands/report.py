@@ -32,7 +32,10 @@ the first load's latency and the prologue move on short kernels, so the default
 gate counts every reported finding; raise it to gate only on larger ones.
 
 JSON: :mod:`kbdebug.export.report_json` (schema ``kbdebug.report/4``); text:
-:mod:`kbdebug.export.report_text`; the gate: :mod:`kbdebug.analysis.gate`.
+:mod:`kbdebug.export.report_text`; ``--format sarif|github|junit|markdown``: the
+code-review formats of :mod:`kbdebug.export.sarif`, ``github``, ``junit`` and
+``markdown`` (exit status and ``--fail-on`` as with any format); the gate:
+:mod:`kbdebug.analysis.gate`.
 """
 
 from __future__ import annotations
@@ -49,10 +52,17 @@ from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE, MIN_SAVING, Gate, 
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import parse_selectors, share_of
 from kbdebug.cli import UserError
+from kbdebug.export.github import annotations
+from kbdebug.export.junit import to_junit
+from kbdebug.export.markdown import summary_markdown
 from kbdebug.export.report_json import SCHEMA, to_json
 from kbdebug.export.report_text import render
+from kbdebug.export.sarif import to_sarif
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
+
+#: What ``--format`` takes.
+FORMATS = ("text", "json", "sarif", "github", "junit", "markdown")
 
 __all__ = ["EXIT_GATE", "EXIT_INCOMPLETE", "add_parser", "open_trace", "run", "sort_findings"]
 
@@ -71,6 +81,14 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("trace", help="a .kbt trace file")
     p.add_argument("--json", action="store_true", help=f"print JSON (schema {SCHEMA})")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="text (default); json (as --json); sarif (SARIF 2.1.0, for code scanning); "
+        "github (Actions annotations of the largest findings); junit (JUnit XML, a test "
+        "case per PE); markdown (a summary table, for $GITHUB_STEP_SUMMARY)",
+    )
     p.add_argument(
         "--per-pe",
         action="store_true",
@@ -116,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(f"--fail-on: {e}") from None
     min_saving = parse_share(args.min_saving)
+    form = output_format(args)
     analysis = Analysis(open_trace(args.trace))
     summary, futures, bounds = analysis.summary, analysis.futures, analysis.bounds
     findings = sort_findings(analysis.findings, bounds)
@@ -127,14 +146,35 @@ def run(args: argparse.Namespace) -> int:
         "launch": analysis.launch_efficiency,
         "contention": analysis.contention,
     }
-    if args.json:
+    if form == "json":
         sys.stdout.write(json.dumps(to_json(*figures, gate, **more), indent=2) + "\n")
+    elif form != "text":
+        sys.stdout.write(review_document(form, analysis, args.trace, gate))
     else:
         sys.stdout.write(render(*figures, per_pe=args.per_pe, **more))
     sys.stdout.flush()
     for line in gate.explain():
         print(f"kbdebug report: {line}", file=sys.stderr)
     return gate.exit
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The format asked for: ``--format``, or json for ``--json``; UserError when both
+    are given and disagree."""
+    if args.json and args.format not in (None, "json"):
+        raise UserError(f"--json and --format {args.format}: give one of them")
+    return "json" if args.json else args.format or "text"
+
+
+def review_document(form: str, analysis: Analysis, trace: str, gate: Gate) -> str:
+    """The report in a code-review format: sarif, github, junit or markdown."""
+    if form == "sarif":
+        return json.dumps(to_sarif(analysis, trace), indent=2) + "\n"
+    if form == "github":
+        return annotations(analysis, trace)
+    if form == "junit":
+        return to_junit(analysis, trace, gate)
+    return summary_markdown(analysis, trace)
 
 
 def open_trace(path: str | Path) -> Replay:

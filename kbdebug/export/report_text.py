@@ -139,6 +139,12 @@ def _finding_lines(f: Finding, share: float, n_pes: int) -> list[str]:
     return lines
 
 
+def findings_lines(findings: list[Finding], bounds: list[PEBound], n_pes: int) -> list[str]:
+    """The findings as the report lists them (what JUnit failures and the pytest plugin's
+    assertions show), each escaped."""
+    return [line for f in findings for line in _finding_lines(f, share_of(f, bounds), n_pes)]
+
+
 def _short(loc: SourceLoc | None) -> str:
     """``attention.py:120`` (`` ← kernel.py:40`` for a line in a helper), escaped."""
     if loc is None:
@@ -329,6 +335,5 @@ def render(
         lines += ["", f"findings ({len(findings)}, largest estimated saving first):"]
     else:
         lines += ["", "findings: none"]
-    for f in findings:
-        lines += _finding_lines(f, share_of(f, bounds), ran)
+    lines += findings_lines(findings, bounds, ran)
     return "\n".join(lines) + "\n"

@@ -1,0 +1,178 @@
+"""What the code-review formats (SARIF, GitHub, JUnit, Markdown) share: the rules' help,
+their levels, the findings in report order and where each one is in the source.
+
+Every writer reads an :class:`~kbdebug.analysis.Analysis`, never the app. Strings from
+the trace stay as recorded here; each writer escapes them for its own format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.finding import RULES
+from kbdebug.analysis.gate import percent
+from kbdebug.analysis.select import share_of
+
+if TYPE_CHECKING:
+    from kbdebug.analysis import Analysis
+    from kbdebug.analysis.finding import Finding
+
+#: SARIF levels (GitHub's annotation kinds are ``error``, ``warning`` and ``notice``).
+ERROR, WARNING, NOTE = "error", "warning", "note"
+#: Rules about a whole kernel or the launch's bound, not one line to change: notes.
+NOTE_RULES = ("KB106", "KB111", "KB113")
+
+
+@dataclass(frozen=True)
+class RuleHelp:
+    """What a rule finds (one line) and how to read and fix it (a paragraph)."""
+
+    short: str
+    full: str
+
+
+#: Each rule's help, from the rule table of docs/findings.md.
+RULE_HELP = {
+    "KB101": RuleHelp(
+        "A blocking tl.load whose transfer could run ahead, under other work.",
+        "The kernel stalls on a blocking tl.load while its transfer could have run "
+        "under the work before the value's first use. Issue it as tl.load_async a few "
+        "tiles ahead and tl.wait right before the first use. The line named is the load.",
+    ),
+    "KB102": RuleHelp(
+        "A load_async waited right after its issue, with (almost) no work between.",
+        "A tl.load_async issued below work it could precede and waited with (almost) "
+        "none between, so its whole transfer and latency stall the kernel. Issue it "
+        "earlier (right after the previous tile's wait). The line named is the issue.",
+    ),
+    "KB103": RuleHelp(
+        "A load queued on the read channel behind loads needed later.",
+        "The read channel serves transfers in issue order; this load was queued behind "
+        "loads whose values are needed after its own. Move its issue above theirs. The "
+        "line named is the issue to move up.",
+    ),
+    "KB104": RuleHelp(
+        "A tl.wait placed well before the value's first use.",
+        "A tl.wait on a load or receive placed before work that does not need its value: "
+        "the kernel stalls where it could have worked. Move the wait down to the value's "
+        "first use. The line named is the wait.",
+    ),
+    "KB106": RuleHelp(
+        "The kernel runs well below its critical-path bound, unexplained by other rules.",
+        "Bound / achieved is under 90 % and the other findings leave the gap unexplained. "
+        "Open the trace in kbdebug to see where the kernel stalls. The line named is the "
+        "kernel's def.",
+    ),
+    "KB107": RuleHelp(
+        "A prefetch issued as early as the loop allows still stalls: too shallow.",
+        "The load is issued as early as the loop allows and still stalls; the suggestion "
+        "gives the prefetch depth that hides the transfer and its latency. The line named "
+        "is the issue.",
+    ),
+    "KB108": RuleHelp(
+        "A wait on a store or send long before anything needs it landed.",
+        "A tl.wait on a store or send stalls long before anything needs it: drop it when "
+        "nothing reads the bytes back, or wait right before the load that reads them. "
+        "The line named is the wait.",
+    ),
+    "KB109": RuleHelp(
+        "A receive waited right after posting, before work that does not need it.",
+        "A receive is waited right after it is posted, with work after it that does not "
+        "need the message. Move the wait to the message's first use (receives waited side "
+        "by side are moved together). The line named is the wait.",
+    ),
+    "KB110": RuleHelp(
+        "Consecutive tl.composite calls over the same B, one per row tile.",
+        "Each composite call restarts the pipeline and reads B and its first A tile cold. "
+        "Make one call over all the rows. The line named is the first composite call.",
+    ),
+    "KB111": RuleHelp(
+        "A few PEs do clearly more work than the rest and end well after them.",
+        "One PE or a few end well after the rest and do at least 1.25x the median PE's "
+        "work. Split the work evenly over the PEs. The line named is the kernel's def.",
+    ),
+    "KB112": RuleHelp(
+        "A tl.send issued below work its data does not need, while its receiver waited.",
+        "The send's data was ready at an earlier line while the receive on another PE "
+        "waited for the message. Issue the send right after the line that produces its "
+        "data. The line named is the send.",
+    ),
+    "KB113": RuleHelp(
+        "PEs sharing an HBM stack queued on it (information, never a finding).",
+        "PEs sharing an HBM stack queued on it; its slots end to end bound the launch. "
+        "Move fewer bytes (tiling, reuse) or spread the traffic over more stacks or over "
+        "time.",
+    ),
+}
+
+
+def is_hazard_rule(rule: str) -> bool:
+    """Whether ``rule`` is a hazard's (KB2xx: a result that depends on timing)."""
+    return rule.startswith("KB2")
+
+
+def level(rule: str) -> str:
+    """The rule's SARIF level: hazards are errors, whole-kernel rules notes, the rest warnings."""
+    if is_hazard_rule(rule):
+        return ERROR
+    return NOTE if rule in NOTE_RULES else WARNING
+
+
+def rule_help(rule: str, title: str = "") -> RuleHelp:
+    """The help of ``rule``; a rule this table does not know gets its title as help."""
+    known = RULE_HELP.get(rule)
+    if known is not None:
+        return known
+    name = title or RULES.get(rule, rule)
+    what = "A result that depends on timing (a missing wait)" if is_hazard_rule(rule) else name
+    return RuleHelp(f"{what}.", f"{rule} {name}: see kbdebug report for the lines and the fix.")
+
+
+def ranked(analysis: Analysis) -> list[Finding]:
+    """The findings in report order: largest estimated saving first (then share, PE, id)."""
+    bounds = analysis.bounds
+    return sorted(analysis.findings, key=lambda f: (-f.saving, -share_of(f, bounds), f.pe, f.id))
+
+
+def hazards(analysis: Analysis) -> list[Finding]:
+    """The hazards (KB2xx), when this analysis finds them; an empty list otherwise."""
+    return list(getattr(analysis, "hazards", None) or ())
+
+
+def all_rules(analysis: Analysis) -> list[tuple[str, str]]:
+    """(code, name) of every rule a result may name: each KB rule, then any hazard rule
+    of this trace the table does not know."""
+    rules = dict(RULES)
+    for h in hazards(analysis):
+        rules.setdefault(h.rule, h.title)
+    return sorted(rules.items())
+
+
+def caller_of(f: Finding) -> SourceLoc | None:
+    """The kernel line that called the helper holding the finding's line (None outside one)."""
+    return f.call_loc or (f.loc.caller if f.loc is not None else None)
+
+
+def in_source(loc: SourceLoc | None) -> bool:
+    """Whether ``loc`` names a line of a file (not ``<string>``, not line 0)."""
+    return loc is not None and loc.line >= 1 and bool(loc.file) and not loc.file.startswith("<")
+
+
+def saving_text(f: Finding, analysis: Analysis) -> str:
+    """``est. saving 4,120 cycles (18 % of the PE's kernel time)``; hazards have none."""
+    if is_hazard_rule(f.rule):
+        return "a timing-dependent result (no saving: fix it whatever its size)"
+    share = share_of(f, analysis.bounds)
+    return f"est. saving {f.saving:,} cycles ({percent(share)} of the kernel time)"
+
+
+def pes_text(f: Finding) -> str:
+    """``PE 0``, ``PEs 0, 1, 2`` or ``64 PEs``: where the finding holds."""
+    pes = f.pes or (f.pe,)
+    if len(pes) == 1:
+        return f"PE {pes[0]}"
+    if len(pes) > 8:
+        return f"{len(pes)} PEs"
+    return "PEs " + ", ".join(map(str, pes))
