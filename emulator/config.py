@@ -32,6 +32,8 @@ MAX_CHANNELS = 64  # DMA read or write channels of one PE
 MAX_SCRATCH_BYTES = 1 << 40
 MAX_MESH_SIDE = wire.MAX_PES  # rows or columns; the bound on channels is the tighter
 MAX_COMPOSITE_DEPTH = 1024
+MAX_PERTURB_SEED = 2**32 - 1
+MAX_GRANT_WINDOW = 1024  # waiting commands a perturbed grant picks among
 CLOCK_RANGE_MHZ = (1.0, 1e6)  # the clocks an export converts with (kbdebug.export.chrome)
 #: Channels of a whole mesh at most (wire.MAX_ARRAY_LEN: the header's channel table).
 MAX_TRACE_CHANNELS = wire.MAX_ARRAY_LEN
@@ -118,14 +120,52 @@ class HardwareConfig:
     composite_depth: int = _field(
         2, "tiles", "tiles a tl.composite keeps in flight ahead of its GEMM", 1, MAX_COMPOSITE_DEPTH
     )
+    perturb_seed: int = _field(
+        0,
+        "seed",
+        "perturbs DMA and IPCQ timing, the same seed the same run (kbdebug run --perturb, "
+        "kbdebug explore); 0: off, the nominal timing",
+        0,
+        MAX_PERTURB_SEED,
+    )
+    perturb_latency: float = _field(
+        0.5,
+        "fraction",
+        "with perturb_seed: each DMA transfer's and IPCQ message's latency is drawn within "
+        "+/- this fraction of its nominal (a link still delivers in order)",
+        0.0,
+        1.0,
+    )
+    perturb_grant_window: int = _field(
+        2,
+        "commands",
+        "with perturb_seed: a freed DMA channel goes to one of this many oldest waiting "
+        "commands, drawn at random (1: oldest first, as without perturbation)",
+        1,
+        MAX_GRANT_WINDOW,
+    )
 
     #: Fields that may be 0 (every other number must be at least 1).
     ZERO_ALLOWED: ClassVar[frozenset[str]] = frozenset(
-        {"hbm_latency", "ipcq_latency", "issue_cycles", "hbm_stack_pes"}
+        {
+            "hbm_latency",
+            "ipcq_latency",
+            "issue_cycles",
+            "hbm_stack_pes",
+            "perturb_seed",
+            "perturb_latency",
+        }
     )
     #: The fields of shared HBM bandwidth, left out of a trace's header while it is off
     #: (``hbm_stack_pes`` 0): such a run records the header it did before they existed.
     HBM_SHARING_FIELDS: ClassVar[tuple[str, ...]] = ("hbm_stack_pes", "hbm_stack_bytes_per_cycle")
+    #: The fields of the timing perturbation, left out of a trace's header while it is off
+    #: (``perturb_seed`` 0): a nominal run records the header it did before they existed.
+    PERTURB_FIELDS: ClassVar[tuple[str, ...]] = (
+        "perturb_seed",
+        "perturb_latency",
+        "perturb_grant_window",
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -206,10 +246,14 @@ class HardwareConfig:
 
     def header_dict(self) -> dict[str, Any]:
         """``to_dict`` as a trace header holds it: without the HBM sharing fields while it
-        is off (a reader takes a missing field as its default)."""
+        is off, nor the perturbation's while it is (a reader takes a missing field as its
+        default)."""
         values = self.to_dict()
         if not self.hbm_stack_pes:
             for name in self.HBM_SHARING_FIELDS:
+                del values[name]
+        if not self.perturb_seed:
+            for name in self.PERTURB_FIELDS:
                 del values[name]
         return values
 

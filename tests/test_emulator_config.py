@@ -10,7 +10,14 @@ import pytest
 from emulator import ConfigError, EmulatorError, HardwareConfig
 
 INT_FIELDS = [f.name for f in dataclasses.fields(HardwareConfig) if f.type == "int"]
-ZERO_OK = {"hbm_latency", "ipcq_latency", "issue_cycles", "hbm_stack_pes"}
+ZERO_OK = {
+    "hbm_latency",
+    "ipcq_latency",
+    "issue_cycles",
+    "hbm_stack_pes",
+    "perturb_seed",
+    "perturb_latency",
+}
 
 
 def toml_text(values: dict) -> str:

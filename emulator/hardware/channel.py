@@ -10,6 +10,7 @@ from typing import Any
 import simpy
 
 from emulator.hardware.hbm import HbmStack
+from emulator.hardware.perturb import Jitter
 from emulator.recorder import RELEASE_COMPLETE, RELEASE_GRANT, Recorder, compound_emitter, emitter
 from emulator.trace.schema import Kind
 
@@ -67,6 +68,7 @@ class Channel:
         "queue",
         "_holder",
         "stack",
+        "jitter",
     )
 
     def __init__(
@@ -106,6 +108,9 @@ class Channel:
         #: The HBM stack whose bandwidth this DMA channel's transfers share (set by the
         #: mesh); None: the channel's own rate is all that limits them.
         self.stack: HbmStack | None = None
+        #: The seeded perturbation of this channel's latencies and grant order (set by the
+        #: mesh on a perturbed run); None: the nominal timing.
+        self.jitter: Jitter | None = None
 
     def describe(self) -> dict[str, Any]:
         """The channel's entry in a trace header's channel table."""
@@ -171,7 +176,7 @@ class Channel:
         if not self.busy:
             # Released this cycle, its grant not yet made: the oldest waiting command
             # gets the channel now, as a resource grants its queue on any request.
-            self._grant_later(self.queue.popleft())
+            self._grant_later(self._take())
         return done
 
     def _grant(
@@ -227,12 +232,14 @@ class Channel:
                 env.timeout(0).callbacks.append(self._grant_next)
         # The release is recorded with what follows it at once, when that is one event
         # of this channel: nothing else is recorded between (scheduling records nothing).
+        if latency and self.jitter is not None:
+            latency = self.jitter.latency(latency, now)
         if latency:
             landing = env.timeout(latency, hold_event._value)
             landing.callbacks.append(partial(self._completed, cmd, future, on_complete, done))
             if grant_next:
                 # _grant_next's work: the landing is later than now, so the grant is now.
-                job = self.queue.popleft()
+                job = self._take()
                 self.busy = True
                 if self._emit_compound is not None:
                     self._emit_compound(
@@ -251,11 +258,21 @@ class Channel:
             if grant_next:
                 self._grant_next()
 
+    def _take(self) -> Job:
+        """The waiting command to grant next: the oldest, or the jitter's pick."""
+        queue = self.queue
+        if self.jitter is None or len(queue) < 2:
+            return queue.popleft()
+        position = self.jitter.pick(len(queue))
+        job = queue[position]
+        del queue[position]
+        return job
+
     def _grant_next(self, _event: simpy.Event | None = None) -> None:
         """The oldest waiting command gets the free channel (a resource's release event)."""
         if self.busy or not self.queue:
             return
-        job = self.queue.popleft()
+        job = self._take()
         if self.env.peek() > self.env.now:
             # Its grant event would be the next one: grant it now.
             self.busy = True

@@ -8,6 +8,7 @@ from emulator.config import HardwareConfig
 from emulator.hardware.channel import Channel
 from emulator.hardware.hbm import HbmStack
 from emulator.hardware.pe import ProcessingElement
+from emulator.hardware.perturb import Jitter
 from emulator.memory import Memory
 from emulator.recorder import Recorder
 
@@ -62,3 +63,25 @@ class Mesh:
                     pe=pe.pe, kind="ipcq", index=len(pe.links), name=f"pe{pe.pe}.ipcq.{direction}"
                 )
                 pe.links[direction] = (link, self.pes[nr * cols + nc])
+        if config.perturb_seed:
+            self._perturb(config)
+
+    def _perturb(self, config: HardwareConfig) -> None:
+        """Give each DMA channel and IPCQ link its seeded jitter; GEMM and MATH keep theirs.
+
+        An IPCQ link keeps its messages in order and its grants first come, first
+        served (a queue whose messages overtook each other would pair receives with
+        the wrong sends), so only its latencies move.
+        """
+        for channel in self.channels:
+            if channel.kind not in ("dma_read", "dma_write", "ipcq"):
+                continue
+            link = channel.kind == "ipcq"
+            channel.jitter = Jitter(
+                config.perturb_seed,
+                channel.pe,
+                channel.cid,
+                spread=config.perturb_latency,
+                window=1 if link else config.perturb_grant_window,
+                in_order=link,
+            )

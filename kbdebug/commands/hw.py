@@ -74,6 +74,14 @@ def run(args: argparse.Namespace) -> int:
         "  kbdebug run prefill --set pes=64 --set hbm_stack_pes=64 "
         "--set hbm_stack_bytes_per_cycle=192"
     )
+    print(
+        "\nTiming perturbation (off while perturb_seed is 0): each DMA transfer's and IPCQ "
+        "message's\nlatency is drawn within +/- perturb_latency of its own, and a freed DMA "
+        "channel goes to one of\nits perturb_grant_window oldest waiting commands; the same "
+        "seed gives the same trace byte for\nbyte (its header records the three fields). "
+        "kbdebug explore runs many seeds:\n"
+        "  kbdebug run flawed_prefetch --perturb 7 --perturb-latency 0.25"
+    )
     return 0
 
 

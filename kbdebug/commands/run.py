@@ -16,6 +16,7 @@ from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
+from kbdebug.launch import perturb
 from kbdebug.launch.launcher import Launcher, is_trace, load
 from kbdebug.launch.settings import read_config, with_hardware
 from kbdebug.outputs import Output, status_lines
@@ -65,6 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a scenario parameter (e.g. n_tiles=64) or a hardware field (e.g. hbm_latency=800)",
     )
     p.add_argument("--config", metavar="HW.toml", help="hardware configuration file")
+    perturb.add_seed(p)
     p.add_argument(
         "-o",
         "--output",
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     launcher = load(args.scenario)
     params, hw = launcher.split(launcher.settings(args.settings))
+    hw.update(perturb.settings(args))
     config = with_hardware(read_config(args.config), hw)
 
     # Checked before the inputs are built: a refused OUT costs no wait.
@@ -273,6 +276,8 @@ def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:
         argv += ["--set", setting]
     if args.config:
         argv += ["--config", args.config]
+    if args.perturb is not None:
+        argv += perturb.argv(args.perturb, perturb.bounds(args))
     argv += ["-o", str(output)]
     flags = {
         "force": "--force",

@@ -1,0 +1,75 @@
+"""A store read back before it is waited (a race that passes at the default latencies), its twin.
+
+Each tile is doubled and stored to a staging buffer, two unrelated loads are put
+in flight, and the staged tile is loaded back and incremented into the output.
+The racy kernel never waits its store: at the nominal timing the two loads ahead
+of the read-back keep the read channel busy until just after the store lands, so
+its check passes; a longer store latency, or the read-back granted before a
+load issued ahead of it, reads the staging buffer's old zeros. The fenced twin
+waits the store before the read-back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from emulator import Memory
+from emulator.scenarios import Scenario
+
+ROWS, COLS = 8, 16  # a 512-byte f32 tile
+PAD_ROWS = 200  # each unrelated load holds the read channel 267 cycles
+TILE_BYTES = ROWS * COLS * 4
+PAD_BYTES = PAD_ROWS * COLS * 4
+
+
+def kernel_race(tl, x_ptr, pad_ptr, stage_ptr, out_ptr, n_tiles):
+    for i in range(n_tiles):
+        x = tl.load(x_ptr + i * TILE_BYTES, (ROWS, COLS), "f32")
+        tl.store(stage_ptr + i * TILE_BYTES, x * 2)
+        pads = [tl.load_async(pad_ptr + j * PAD_BYTES, (PAD_ROWS, COLS), "f32") for j in (0, 1)]
+        staged = tl.wait(tl.load_async(stage_ptr + i * TILE_BYTES, (ROWS, COLS), "f32"))
+        tl.wait(tl.store(out_ptr + i * TILE_BYTES, staged + 1))
+        for pad in pads:
+            tl.free(tl.wait(pad))
+        tl.free(x)
+        tl.free(staged)
+
+
+def kernel_fenced(tl, x_ptr, pad_ptr, stage_ptr, out_ptr, n_tiles):
+    for i in range(n_tiles):
+        x = tl.load(x_ptr + i * TILE_BYTES, (ROWS, COLS), "f32")
+        stored = tl.store(stage_ptr + i * TILE_BYTES, x * 2)
+        pads = [tl.load_async(pad_ptr + j * PAD_BYTES, (PAD_ROWS, COLS), "f32") for j in (0, 1)]
+        tl.wait(stored)
+        staged = tl.wait(tl.load_async(stage_ptr + i * TILE_BYTES, (ROWS, COLS), "f32"))
+        tl.wait(tl.store(out_ptr + i * TILE_BYTES, staged + 1))
+        for pad in pads:
+            tl.free(tl.wait(pad))
+        tl.free(x)
+        tl.free(staged)
+
+
+def _launch(kernel, n_tiles: int) -> Scenario:
+    x = np.arange(n_tiles * ROWS * COLS, dtype=np.float32).reshape(n_tiles, ROWS, COLS)
+    pad = np.ones((2, PAD_ROWS, COLS), dtype=np.float32)
+    mem = Memory(size_bytes=2 * x.nbytes + pad.nbytes + x.nbytes + 4096)
+    x_ptr, pad_ptr = mem.put(x), mem.put(pad)
+    stage_ptr, out_ptr = mem.alloc(x.nbytes), mem.alloc(x.nbytes)
+
+    def check(memory: Memory) -> None:
+        got = memory.get(out_ptr, x.shape, "f32")
+        wrong = [i for i in range(n_tiles) if not np.array_equal(got[i], x[i] * 2 + 1)]
+        assert not wrong, f"tiles {wrong} of the output differ from x * 2 + 1"
+
+    args = (x_ptr, pad_ptr, stage_ptr, out_ptr, n_tiles)
+    return Scenario(kernel, args, (1,), mem, check=check)
+
+
+def launch_race(n_tiles: int = 2) -> Scenario:
+    """The racy kernel on ``n_tiles`` tiles."""
+    return _launch(kernel_race, n_tiles)
+
+
+def launch_fenced(n_tiles: int = 2) -> Scenario:
+    """The fenced twin on ``n_tiles`` tiles."""
+    return _launch(kernel_fenced, n_tiles)
