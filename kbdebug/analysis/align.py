@@ -30,6 +30,7 @@ text was edited) takes the identity of the line ``LineMap`` pairs it with::
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
+from kbdebug.analysis.function_pairing import FunctionPair, pair_functions
 from kbdebug.analysis.identity import call_identity
 from kbdebug.analysis.line_pairing import LINE_MIN_SIMILARITY, pair_lines
 
@@ -78,6 +80,10 @@ class LineMap:
         self._files = self._pair_files()
         self._files_back = {b: a for a, b in self._files.items()}
         self._maps: dict[str, tuple[Any, Any]] = {}
+        #: Functions of different names whose lines pair (two kernels of one file).
+        self.functions: list[FunctionPair] = pair_functions(
+            a, b, self._files, self._a_lines, self._b_lines
+        )
 
     # --- files ----------------------------------------------------------------------
 
@@ -153,8 +159,22 @@ class LineMap:
             self._maps[a_file] = found
         return found
 
+    def _in_function(self, run: str, file: str, line: int) -> tuple[str, int | None] | None:
+        """Where a line inside a paired function is in the other run (its line None
+        when it pairs with none), None when the line is in no paired function."""
+        for pair in self.functions:
+            here, span = (pair.a_file, pair.a_span) if run == "a" else (pair.b_file, pair.b_span)
+            if here == file and span[0] <= line <= span[1]:
+                maps = pair.maps(self._a_lines[pair.a_file], self._b_lines[pair.b_file])
+                there = pair.b_file if run == "a" else pair.a_file
+                return there, maps[0 if run == "a" else 1].get(line)
+        return None
+
     def b_line(self, file: str, line: int) -> tuple[str, int] | None:
         """Where A's ``file:line`` is in B, None when B deleted or never had it."""
+        moved = self._in_function("a", file, line)
+        if moved is not None:
+            return None if moved[1] is None else (moved[0], moved[1])
         b_file = self.b_file(file)
         if b_file is None:
             return None
@@ -165,6 +185,9 @@ class LineMap:
 
     def a_line(self, file: str, line: int) -> tuple[str, int] | None:
         """Where B's ``file:line`` is in A, None when it is new in B."""
+        moved = self._in_function("b", file, line)
+        if moved is not None:
+            return None if moved[1] is None else (moved[0], moved[1])
         a_file = self.a_file(file)
         if a_file is None:
             return None
@@ -260,6 +283,39 @@ def _kernel_rename(a: Any, b: Any) -> tuple[str, str] | None:
     return f"::{names[0]}::", f"::{names[1]}::"
 
 
+def _pair_alike(
+    a_sites: dict[int, str], a_locs: list, known: set[str], renames: list[tuple[str, str]]
+) -> None:
+    """Give each A call still without a counterpart in a renamed function the most alike
+    call of the same tl function that B's counterpart makes and no A call has taken
+    (``tl.load_async(k_ptr+j*T)`` in ``kernel_flawed``, ``tl.load_async(k_ptr+(j+1)*T)``
+    in ``kernel_fixed``), at least ``LINE_MIN_SIMILARITY`` alike."""
+    taken = set(a_sites.values()) & known
+    for loc_id in sorted(a_sites):
+        site, loc = a_sites[loc_id], a_locs[loc_id]
+        if site in known or loc.caller is not None or "@" in site:
+            continue
+        for old, new in renames:
+            if not site.startswith(old):
+                continue
+            text = site[len(old) :].rsplit("#", 1)[0]
+            head = text.split("(", 1)[0]
+            best, best_ratio = None, LINE_MIN_SIMILARITY
+            for other in sorted(known - taken):
+                if not other.startswith(new) or "@" in other:
+                    continue
+                other_text = other[len(new) :].rsplit("#", 1)[0]
+                if other_text.split("(", 1)[0] != head:
+                    continue
+                ratio = difflib.SequenceMatcher(None, text, other_text, autojunk=False).ratio()
+                if ratio > best_ratio:
+                    best, best_ratio = other, ratio
+            if best is not None:
+                a_sites[loc_id] = best
+                taken.add(best)
+            break
+
+
 class CallMap:
     """The pairing of run A's tl calls with run B's (see the module's docstring).
 
@@ -279,15 +335,24 @@ class CallMap:
         for site in b_sites.values():
             vocabulary.setdefault(site, len(vocabulary))
         known = set(b_sites.values())
-        renamed = _kernel_rename(a, b)
+        renames = [
+            (f"{p.a_file}::{p.a_name}::", f"{p.b_file}::{p.b_name}::")
+            for p in getattr(lines, "functions", ())
+        ]
+        kernel = _kernel_rename(a, b)
+        renames += [kernel] if kernel is not None else []
         a_sites = {}
         for loc_id, loc in enumerate(a.locs):
             site = call_identity(a, loc)
-            if site not in known and renamed is not None:
-                site = site.replace(*renamed)
+            for old, new in renames if site not in known else ():
+                if old in site and site.replace(old, new) in known:
+                    site = site.replace(old, new)
+                    break
             if site not in known:
                 site = self._moved(lines, b, loc, b_at_line) or site
             a_sites[loc_id] = site
+        _pair_alike(a_sites, a.locs, known, renames)
+        for site in a_sites.values():
             vocabulary.setdefault(site, len(vocabulary))
         self._names = list(vocabulary)
         n = len(vocabulary)

@@ -202,7 +202,12 @@ def compare(
             )
         )
     busy = _busy(a, b)
-    renamed = lines.renamed if lines is not None else {}
+    # A function paired with one of another name first (``FILE::FUNCTION``), then files.
+    renamed = {
+        f"{p.a_file}::{p.a_name}": f"{p.b_file}::{p.b_name}"
+        for p in getattr(lines, "functions", ())
+    }
+    renamed.update(lines.renamed if lines is not None else {})
     a_ids = {_in_b(f.id, renamed): f for f in a_findings}
     b_ids = {f.id: f for f in b_findings}
     added = [f for f in b_findings if f.id not in a_ids]
@@ -240,14 +245,19 @@ def kernel_warnings(
     a_index: Any, b_index: Any, a: Summary, b: Summary, lines: LineMap | None = None
 ) -> list[str]:
     """Why the two runs may not be the same kernel: its name, or the functions or files
-    their tl calls were made in, differ (files paired across renames)."""
-    if a.kernel != b.kernel:
+    their tl calls were made in, differ (files paired across renames, and functions
+    paired by their likeness: ``kernel_flawed`` and ``kernel_fixed`` of one file are
+    two versions of one kernel, not a reason to warn)."""
+    lines = lines if lines is not None else LineMap(a_index, b_index)
+    paired = {(p.a_file, p.a_name): (p.b_file, p.b_name) for p in lines.functions}
+    kernels_paired = any((p.a_name, p.b_name) == (a.kernel, b.kernel) for p in lines.functions)
+    if a.kernel != b.kernel and not kernels_paired:
         return [f"A and B ran different kernels: {a.kernel or '?'} and {b.kernel or '?'}"]
     out = []
     a_funcs = {(loc.file, loc.function) for loc in a_index.locs}
     b_funcs = {(loc.file, loc.function) for loc in b_index.locs}
-    renamed = (lines if lines is not None else LineMap(a_index, b_index)).files
-    a_funcs = {(renamed.get(f, f), fn) for f, fn in a_funcs}
+    renamed = lines.files
+    a_funcs = {paired.get((f, fn), (renamed.get(f, f), fn)) for f, fn in a_funcs}
     only_a = sorted(f"{fn} ({f})" for f, fn in a_funcs - b_funcs)
     only_b = sorted(f"{fn} ({f})" for f, fn in b_funcs - a_funcs)
     if only_a or only_b:
@@ -320,8 +330,9 @@ def _lines(a: Summary, b: Summary, lines: LineMap | None, better: str) -> list[L
 
 
 def _in_b(ident: str, renamed: dict[str, str]) -> str:
-    """A's finding id with A's kernel files named as B names them (``RULE:FILE::...``,
-    and each ``@FILE::...`` of a helper's caller)."""
+    """A's finding id with A's kernel files (and functions paired with one of another
+    name) named as B names them (``RULE:FILE::...``, and each ``@FILE::...`` of a
+    helper's caller)."""
     if not renamed:
         return ident
     rule, sep, rest = ident.partition(":")
