@@ -52,7 +52,12 @@ def open_run(path_text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    a, b = open_run(args.a), open_run(args.b)
+    return open_compare(open_run(args.a), open_run(args.b))
+
+
+def open_compare(a, b) -> int:
+    """Run the compare app on ``a`` and ``b`` (what :func:`open_run` returned) until it
+    quits; UserError if a trace cannot be opened."""
     from kbdebug.ui.compare.app import CompareApp
 
     app = CompareApp(a, b)

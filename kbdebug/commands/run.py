@@ -84,6 +84,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="open the trace in the app once it is written (a key there re-runs this command)",
     )
     p.add_argument(
+        "--compare-with",
+        metavar="OLD.kbt",
+        help="once the trace is written, open the compare view of OLD.kbt (A) and it (B)",
+    )
+    p.add_argument(
         "--traceback", action="store_true", help="print the kernel's traceback if it raises"
     )
 
@@ -109,8 +114,13 @@ def _run(args: argparse.Namespace) -> int:
         stdout=True,
         binary=True,
     )
-    if args.open and out.stream:
-        raise UserError(f"--open needs a trace file; {out.name} is a device or a pipe")
+    if (args.open or args.compare_with) and out.stream:
+        flag = "--open" if args.open else "--compare-with"
+        raise UserError(f"{flag} needs a trace file; {out.name} is a device or a pipe")
+    if args.compare_with:
+        from kbdebug.commands.compare import open_run
+
+        baseline = open_run(args.compare_with)  # a bad OLD is refused before the run
     show = not args.quiet and sys.stderr.isatty()
     status = RunStatus(enabled=show)
     try:
@@ -142,7 +152,11 @@ def _run(args: argparse.Namespace) -> int:
                     )
     finally:
         status.close()
-    if args.open:
+    if args.compare_with:
+        from kbdebug.commands.compare import open_compare, open_run
+
+        open_compare(baseline, open_run(str(out.target)))
+    elif args.open:
         from kbdebug.commands.replay import open_app
 
         open_app(out.target, rerun=_rerun_argv(args, out.target))

@@ -75,6 +75,7 @@ KEYS = (
     Key(
         "R", "rerun", "re-run", "Re-run the kbdebug run that recorded the trace, and reload", False
     ),
+    Key("D", "compare_previous", "vs prev", "Compare the run R recorded over with this", False),
     Key("q", "quit", "quit", "Quit"),
     Key("ctrl+p", "command_palette", "palette", "Command palette: every action by name"),
 )

@@ -1,16 +1,28 @@
-"""The single-run mode's reload (r) and re-run (R): the record, look, fix, look-again loop."""
+"""The single-run mode's reload (r), re-run (R) and compare with the previous run (D):
+the record, look, fix, look-again loop."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
 from textual import work
+from textual.app import SuspendNotSupported
 
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 from kbdebug.ui import queries
-from kbdebug.ui.app.reloading import OutputTail, Place, command_text, file_stamp, rerun_argv
+from kbdebug.ui.app.reloading import (
+    OutputTail,
+    Place,
+    command_text,
+    compare_argv,
+    file_stamp,
+    previous_path,
+    rerun_argv,
+    stage_previous,
+)
 from kbdebug.ui.messages import ReloadFailed, RerunProgressed, TraceReloaded
 from kbdebug.ui.panes.timeline import Timeline
 
@@ -20,7 +32,12 @@ class ReloadActions:
 
     Both read the new trace in a thread and swap it in only once it is open, so
     a failure leaves the old trace on screen with the reason in the status line.
+    A re-run keeps the trace it records over beside it (``x.prev.kbt``), which ``D``
+    compares with the new one.
     """
+
+    #: The trace the last re-run recorded over, kept beside it; None before a re-run.
+    previous_trace: str | None = None
 
     def action_reload(self) -> None:
         """Read the trace again if its file changed since it was read."""
@@ -72,10 +89,17 @@ class ReloadActions:
         start = time.monotonic()
         tail = OutputTail()
         try:
+            # Before the run starts: it replaces the trace by a rename once it has ended.
+            staged = stage_previous(self.path)
+        except OSError:
+            staged = None  # a read-only folder: the re-run still goes, D has nothing to show
+        try:
             process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
             )
         except OSError as e:
+            if staged is not None:
+                os.unlink(staged)
             self.post_message(ReloadFailed(f"re-run failed to start: {e.strerror or e}"))
             return
         self._rerun_process = process
@@ -85,11 +109,43 @@ class ReloadActions:
                 self.post_message(RerunProgressed(tail.last_line, time.monotonic() - start))
         self._rerun_process = None
         if process.returncode != 0:
+            if staged is not None:
+                os.unlink(staged)
             line = tail.last_line or f"exit status {process.returncode}"
             self.post_message(ReloadFailed(f"re-run failed (kept the old trace): {line}"))
             return
         how = f"re-ran in {time.monotonic() - start:.1f} s and reloaded"
+        if staged is not None:
+            try:
+                kept = previous_path(self.path, self.previous_trace)
+                os.replace(staged, kept)
+            except OSError:
+                os.unlink(staged)
+            else:
+                self.previous_trace = kept
+                how += f" (previous run kept as {kept}: D compares)"
         self.call_from_thread(self.reload_trace, self.path, how)
+
+    def action_compare_previous(self) -> None:
+        """Open the compare view of the previous run (kept by R) and this one, until it
+        quits; then back here, where the cursor was."""
+        if self.previous_trace is None:
+            self._refuse(
+                "D compares with the previous run: R re-runs and keeps it "
+                "(from the shell: kbdebug run ... --compare-with OLD.kbt)"
+            )
+            return
+        argv = compare_argv(self.previous_trace, self.path)
+        try:
+            with self.suspend():
+                status = subprocess.run(argv, check=False).returncode
+        except (SuspendNotSupported, OSError):
+            self._refuse(f"cannot open compare here: run kbdebug compare {' '.join(argv[4:])}")
+            return
+        if status != 0:
+            self._refuse(f"kbdebug compare ended with exit status {status}")
+            return
+        self.status = f"back from comparing {self.previous_trace} with {self.path}"
 
     def on_rerun_progressed(self, message: RerunProgressed) -> None:
         if self.reloading:

@@ -1,10 +1,12 @@
 """Reload and re-run, without Textual: whether the trace file changed, the re-run's argv,
-the line to show of its output, and where to put the cursor in the new trace."""
+the line to show of its output, where to put the cursor in the new trace, and where the
+re-run keeps the trace it records over (what ``D`` compares with)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +38,38 @@ def command_text(rerun: Sequence[str], limit: int = 80) -> str:
     """``kbdebug run decode_prefetch --set n_tiles=16``, cut to ``limit`` characters."""
     text = " ".join(["kbdebug", *(a for a in rerun if a != "--open")])
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def previous_path(path: str, mine: str | None = None) -> str:
+    """Where a re-run keeps the trace at ``path`` it records over: ``x.prev.kbt`` beside
+    ``x.kbt``, unless a file the app did not write (``mine``) is there already, then the
+    first free of ``x.prev2.kbt``, ``x.prev3.kbt``, ...: another file is never replaced."""
+    stem, suffix = os.path.splitext(path)
+    suffix = suffix or ".kbt"
+    for k in range(1, 10_000):
+        candidate = f"{stem}.prev{k if k > 1 else ''}{suffix}"
+        if candidate == mine or not os.path.lexists(candidate):
+            return candidate
+    raise OSError(f"no free name for the previous trace beside {path}")
+
+
+def stage_previous(path: str) -> str:
+    """A second name for the trace at ``path`` (a hard link, else a copy) beside it, under
+    a temporary name: the re-run replaces ``path`` by a rename, so this keeps the old run.
+    OSError if it cannot be made."""
+    staged = f"{path}.prev-{os.getpid()}"
+    if os.path.lexists(staged):
+        os.unlink(staged)  # our own name, left by an earlier failure of this process
+    try:
+        os.link(path, staged)
+    except OSError:
+        shutil.copyfile(path, staged)
+    return staged
+
+
+def compare_argv(previous: str, current: str) -> list[str]:
+    """The command that opens the compare view of ``previous`` (A) and ``current`` (B)."""
+    return [sys.executable, "-m", "kbdebug", "compare", previous, current]
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
