@@ -84,7 +84,7 @@ async def test_a_call_the_fix_dropped_says_not_in_b_and_b_stays(app):
         b_there = app.replays["b"].position
         assert app.status.startswith("not in B") and "tl.max(k,axis=1)" in app.status
         assert not app.linked
-        await pilot.press("s")  # still on the same call: B does not move
+        await pilot.press("e")  # still on the same call: B does not move
         assert app.replays["b"].position == b_there
         await pilot.press("n")  # the next call is in B again
         assert app.linked and app.replays["b"].position != b_there

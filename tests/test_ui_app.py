@@ -126,38 +126,40 @@ async def test_w_twice_stops_breaking_on_stalled_waits():
 # --- stepping --------------------------------------------------------------------------
 
 
-async def test_s_steps_one_event_forward_and_S_one_back():
+async def test_e_steps_one_event_forward_and_E_one_back():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("s", "s", "s")
+        await pilot.press("e", "e", "e")
         assert app.position == 3
         assert "event #2 of" in header(app)
-        await pilot.press("S")
+        await pilot.press("E")
         assert app.position == 2
         events = app.query_one(EventsView)
         assert any(line.startswith("▶") and "#1 " in line for line in lines(events))
 
 
-async def test_S_at_the_start_refuses():
+async def test_E_at_the_start_refuses():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("S")
+        await pilot.press("E")
         assert app.position == 0
         assert "cannot step" in header(app)
 
 
-async def test_n_and_N_visit_the_focused_pes_tl_calls():
+async def test_s_and_S_visit_the_focused_pes_tl_calls():
     replay = fresh("flawed_prefetch")
     c = replay.index.columns
-    calls = np.flatnonzero((c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN))
+    # The kernel's start is a stop too: s from the start enters the kernel first.
+    stops = (c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN) | (c.kind == Kind.KERNEL_START)
+    calls = np.flatnonzero(stops)
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("n", "n", "n")
+        await pilot.press("s", "s", "s")
         assert current_event(app) == calls[2]
-        await pilot.press("N")
+        await pilot.press("S")
         assert current_event(app) == calls[1]
 
 
@@ -250,7 +252,7 @@ async def test_m_marks_and_apostrophe_jumps_back_and_forth():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("s", "s", "m", "G")
+        await pilot.press("e", "e", "m", "G")
         end = app.position
         await pilot.press("apostrophe")
         assert app.position == 2
@@ -486,8 +488,9 @@ async def test_question_mark_lists_every_key_and_closes():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         keys = dict(app.screen.keys)
-        for key in ("s", "S", "n", "N", "c", "C", "w", "b", "B", "f", "F", "g", "G", ":", "[",
-                    "]", "+", "-", "z", "Z", "<", ">", "/", "m", "'", "?", "q", "^p"):  # fmt: skip
+        for key in ("s", "S", "n", "N", "o", "O", "t", "T", "e", "E", ";", ",", "c", "C", "w",
+                    "b", "B", "f", "F", "g", "G", ":", "[", "]", "+", "-", "z", "Z", "<", ">",
+                    "/", "m", "'", "?", "q", "^p"):  # fmt: skip
             assert key in keys, key
         await pilot.press("s")  # keys do not reach the debugger under the help
         assert app.position == 0
@@ -612,7 +615,8 @@ async def test_small_terminal_survives_every_key():
     app = KbdebugApp(replay=fresh("ring_attention"))
     async with app.run_test(size=(40, 12)) as pilot:
         await opened(app, pilot)
-        await pilot.press("w", "c", "c", "C", "s", "S", "n", "N", "f", "F", "plus", "minus")
+        await pilot.press("w", "c", "c", "C", "e", "E", "s", "S", "n", "N", "f", "F", "plus")
+        await pilot.press("o", "O", "t", "T", "minus")
         await pilot.press("right_square_bracket", "greater_than_sign", "less_than_sign", "G", "g")
         assert app.is_running
         assert "stalled" in header(app) or app.position >= 0

@@ -92,7 +92,8 @@ async def test_question_mark_shows_the_same_help_layout(mode):
         # The mode's introduction, every key (the palette's too), each pane's own keys.
         assert text.startswith(Text.from_markup(app.HELP_INTRO).plain[:60])
         keys = dict(app.screen.keys)
-        assert {"s", "S", "c", "C", "w", "b", "B", "?", "q", "^p", "tab"} <= set(keys)
+        assert {"n", "s", "S", "e", "E", "c", "C", "w", "b", "B", "?", "q", "^p"} <= set(keys)
+        assert "tab" in keys
         assert "\nPane " in text and "Move the highlighted row" in text
         assert text.rstrip().endswith("Esc, q or ? closes this.")
 
@@ -116,7 +117,7 @@ async def test_the_same_action_says_the_same_in_both_modes(mode):
     app = make()
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press("S")
+        await pilot.press("E")
         assert app.status == f"{run}cannot step: at the start of the trace"
         await pilot.press("c")
         assert app.status == f"{run}no breakpoints: w breaks on stalled waits, b on the source line"

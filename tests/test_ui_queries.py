@@ -22,16 +22,6 @@ def test_next_event_moves_past_the_current_event_both_ways():
     assert Q.next_event(events, 4, reverse=True) is None
 
 
-def test_tl_calls_are_the_issues_and_wait_begins_of_each_pe():
-    replay = fresh("prefill")
-    c = replay.index.columns
-    calls = Q.tl_calls_by_pe(replay)
-    assert len(calls) == 4
-    for pe, events in enumerate(calls):
-        assert set(c.kind[events].tolist()) == {Kind.ISSUE, Kind.WAIT_BEGIN}
-        assert set(c.pe[events].tolist()) == {pe}
-
-
 def test_the_source_gutters_stall_by_line_adds_up_every_stalled_cycle():
     replay = fresh("flawed_prefetch")
     stalls = stall_by_pe_line(replay.index)

@@ -64,13 +64,13 @@ async def test_c_with_only_disabled_breakpoints_says_they_are_disabled():
 # --- the status line says where a move landed ------------------------------------------
 
 
-async def test_n_names_the_tl_call_it_stopped_at():
+async def test_s_names_the_tl_call_it_stopped_at():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("n")
+        await pilot.press("s", "s")
         assert "PE 0 tl.load future 0" in header(app)
-        await pilot.press("n")
+        await pilot.press("s")
         # Future 0's wait is the blocking tl.load's own, not a tl.wait.
         assert "blocking tl.load future 0" in header(app) and "stalls 543 cycles" in header(app)
         assert "tl.wait" not in header(app)

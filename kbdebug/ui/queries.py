@@ -1,6 +1,6 @@
 """Questions the screen asks of a trace, answered from the public Replay and index API.
 
-Pure functions, no Textual: tl calls per PE, the future an event is about, event
+Pure functions, no Textual: the future an event is about, event
 search, ``:`` targets, why a continue stopped, the breakpoints in a few words, the
 banner of a trace that did not end well, findings in the order to fix them, and
 compact number formats.
@@ -17,14 +17,6 @@ from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Hit, Replay, SourceLine, StalledWait
 
 NONE = -1
-
-
-def tl_calls_by_pe(replay: Replay) -> list[np.ndarray]:
-    """Per PE: sorted indices of its tl calls (ISSUE and WAIT_BEGIN events)."""
-    c = replay.index.columns
-    calls = np.flatnonzero((c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN))
-    pes = c.pe[calls]
-    return [calls[pes == pe] for pe in range(replay.index.n_pes)]
 
 
 def kernel_def(replay: Replay, pe: int) -> tuple[str, int] | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from textual import events, work
 from textual.app import App
 from textual.reactive import var
@@ -27,6 +26,7 @@ from kbdebug.ui.app.chain_actions import ChainActions
 from kbdebug.ui.app.keys import Key, bindings, key_actions, key_display, needs_trace
 from kbdebug.ui.app.loading import LoadingPanel
 from kbdebug.ui.app.palette import DebuggerCommands
+from kbdebug.ui.app.stepping_actions import SteppingActions
 from kbdebug.ui.messages import (
     AnalysisComputed,
     LineChosen,
@@ -46,7 +46,7 @@ PROGRESS_SECONDS = 0.25
 TAB_HELP = ("tab", "Move the keyboard focus between panes (arrows scroll, Enter acts)")
 
 
-class DebuggerApp(ChainActions, BreakpointActions, App[int]):
+class DebuggerApp(SteppingActions, ChainActions, BreakpointActions, App[int]):
     """The app's frame and its moves over the focused run's ``replay``.
 
     A mode sets ``KEYS`` (its bindings are made from them) and ``HELP_INTRO``, and
@@ -63,7 +63,7 @@ class DebuggerApp(ChainActions, BreakpointActions, App[int]):
     # Plain vars: the panes bound to them repaint themselves; an App reactive would
     # repaint the whole screen on every move.
     focused_pe = var(0, init=False)
-    """The PE whose source line is shown and whose tl calls n/N step through."""
+    """The PE whose source line is shown and whose tl calls n, s, o and t step through."""
 
     status = var("loading", init=False)
     """What the last move did or why it could not: paused, stopped at a breakpoint..."""
@@ -106,10 +106,6 @@ class DebuggerApp(ChainActions, BreakpointActions, App[int]):
     def in_run(self, text: str) -> str:
         """``text`` about the focused run, naming it when there are two."""
         return self.run_prefix() + text
-
-    def tl_calls(self, pe: int) -> np.ndarray:
-        """The focused run's tl calls (event numbers) on ``pe``, for n and N."""
-        raise NotImplementedError
 
     def focused_timeline(self) -> Timeline:
         """The timeline the zoom and pan keys move."""
@@ -296,15 +292,6 @@ class DebuggerApp(ChainActions, BreakpointActions, App[int]):
             return
         replay.step(n)
         self._moved("paused")
-
-    def action_next_call(self, direction: int) -> None:
-        calls = self.tl_calls(self.focused_pe)
-        found = queries.next_event(calls, self.replay.position, reverse=direction < 0)
-        if found is None:
-            which = "next" if direction > 0 else "previous"
-            self._refuse(self.in_run(f"no {which} tl call on PE {self.focused_pe}"))
-            return
-        self.move_to(found + 1, queries.tl_call_text(self.replay, found))
 
     def action_continue(self, direction: int) -> None:
         replay = self.replay

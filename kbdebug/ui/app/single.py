@@ -118,9 +118,6 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         self.reloading = False
         self._rerun_process: subprocess.Popen | None = None
         self._timeline_data: TimelineData | None = None
-        #: Per PE, its tl calls (for n/N): found at the first n, not on the way to the
-        #: first screen (at 10M events, three passes over the kind column and ~30 MB).
-        self._tl_calls: list[np.ndarray] | None = None
 
     # --- layout --------------------------------------------------------------------------
 
@@ -185,11 +182,10 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
     def _opened(self) -> None:
         replay = self.replay
         self._fit_panes()
-        self._tl_calls = None
         self.query_one(FindingsView).note = "looking for serialisation…"
         super()._opened()
         self.position = replay.position
-        self.status = "paused at the start: s steps, w then c stops at stalled waits, ? for help"
+        self.status = "paused at the start: n next, s step, w then c stops at stalled waits, ? help"
         self._breakpoints_changed()
         self.query_one(SourceView).focus()
 
@@ -225,11 +221,6 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
 
     def source_line(self) -> tuple[str, int] | None:
         return self.query_one(SourceView).cursor_line
-
-    def tl_calls(self, pe: int) -> np.ndarray:
-        if self._tl_calls is None:
-            self._tl_calls = queries.tl_calls_by_pe(self.replay)
-        return self._tl_calls[pe] if self._tl_calls else np.empty(0, np.int64)
 
     def focused_timeline(self) -> Timeline:
         return self.query_one(Timeline)
@@ -334,6 +325,22 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
             self._refuse(f"no event matches {text!r}")
             return
         self.move_to(found + 1, f"found {text!r} at event #{found}", focus_event=True)
+
+    def action_search_again(self, direction: int) -> None:
+        text = self.last_search
+        if not text:
+            self._refuse("no search yet: / searches the events, then ; and , repeat it")
+            return
+        try:
+            found = queries.search(self.replay, text, self.position, reverse=direction < 0)
+        except ValueError as e:
+            self._refuse(str(e))
+            return
+        if found is None:
+            self._refuse(f"no event matches {text!r}")
+            return
+        which = "next" if direction > 0 else "previous"
+        self.move_to(found + 1, f"{which} match of {text!r}: event #{found}", focus_event=True)
 
     def action_mark(self) -> None:
         self.mark = self.position

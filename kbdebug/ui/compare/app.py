@@ -13,7 +13,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.reactive import var
@@ -265,9 +264,6 @@ class CompareApp(DebuggerApp):
         return [(self.replays[run], self.run_findings.get(run)) for run in RUNS]
 
     # --- where the cursors go --------------------------------------------------------------
-
-    def tl_calls(self, pe: int) -> np.ndarray:
-        return self.comparison.calls.calls_of(self.side, pe)
 
     def source_line(self) -> tuple[str, int] | None:
         return self.query_one(CompareSource).cursor_line

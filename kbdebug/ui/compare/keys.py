@@ -21,16 +21,23 @@ def _key(action: str, long: str | None = None, *, footer: bool = False) -> Key:
 _SINGLE_RUN = {key.action: key for key in SINGLE_RUN_KEYS}
 
 #: In the order the key bar shows them as far as there is room: at 80 columns
-#: (one run's lanes) s, n, x and c.
+#: (one run's lanes) n, s, x and c.
 KEYS = (
-    _key("step(1)", "Step the focused run one event forward (the other follows)", footer=True),
-    _key("step(-1)", "Step the focused run one event backward"),
     _key(
-        "next_call(1)",
-        "Next tl call of the focused PE; the other run goes to the same call",
+        "next_line(1)",
+        "Next tl call of this function in the focused run (over helpers); the other run "
+        "goes to the same call",
         footer=True,
     ),
-    _key("next_call(-1)"),
+    _key("next_line(-1)"),
+    _key("step_into(1)", "Step: the next tl call of the focused PE, into helpers", footer=True),
+    _key("step_into(-1)"),
+    _key("finish(1)"),
+    _key("finish(-1)"),
+    _key("until(1)"),
+    _key("until(-1)"),
+    _key("step(1)", "Step the focused run one event forward (the other follows)"),
+    _key("step(-1)", "Step the focused run one event backward"),
     Key("x", "flip", "flip A/B", "Focus the other run: the keys move it, this one follows"),
     _key("continue(1)", "Continue the focused run to its next breakpoint hit", footer=True),
     _key("continue(-1)", "Reverse-continue the focused run"),
