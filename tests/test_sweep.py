@@ -222,6 +222,23 @@ def test_best_and_depth_needed_marks():
     assert "hbm_latency=800: depth 3 (end cycle 1,010)" in table
 
 
+def test_a_depth_needed_at_the_grids_edge_says_to_extend_the_grid():
+    axes = [Axis("hbm_latency", (500, 2000)), Axis("depth", (1, 2, 3, 4))]
+    grid = points(axes)
+    ends = [1000, 900, 900, 900, 4000, 3000, 2000, 1500]
+    results = Results("s", axes, grid)
+    for p, end in zip(grid, ends, strict=True):
+        results.add(Row(p.index, OK, end_cycle=end, bound=int(0.72 * 1500), efficiency=0.72))
+    table = results.table()
+    assert "hbm_latency=500: depth 2 (end cycle 900)" in table
+    line = "hbm_latency=2000: depth ≥ 4 (end cycle 1,500, 72% efficient): extend --grid depth"
+    assert line in table
+    assert [d["at_edge"] for d in results.to_json()["depth_needed"]] == [False, True]
+    # At the edge but at its bound: deeper cannot end earlier, so 4 is the answer.
+    results.add(Row(7, OK, end_cycle=1500, bound=1500, efficiency=1.0))
+    assert "hbm_latency=2000: depth 4 (end cycle 1,500)" in results.table()
+
+
 def test_an_interrupted_setting_gets_no_depth():
     axes = [Axis("hbm_latency", (300, 800)), Axis("depth", (1, 2))]
     grid = points(axes)

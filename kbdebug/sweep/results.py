@@ -80,6 +80,20 @@ class Results:
             out.append((dict(others), min(enough, key=_depth_order)[1]))
         return out
 
+    def at_edge(self, index: int) -> bool:
+        """Whether point ``index``, a setting's depth needed, is the deepest the grid
+        sweeps while its run is still more than TOLERANCE short of its bound: a deeper
+        prefetch might end earlier, so the answer is "at least this deep"."""
+        depths = [v for v in self._depths() if isinstance(v, int | float)]
+        point = next((p for p in self.points if p.index == index), None)
+        row = self.rows.get(index)
+        if not depths or point is None or row is None or point.value(DEPTH) != max(depths):
+            return False
+        return row.efficiency is None or row.efficiency < 1 - TOLERANCE
+
+    def _depths(self) -> tuple:
+        return next((a.values for a in self.axes if a.key == DEPTH), ())
+
     def unsettled(self) -> list[dict[str, Any]]:
         """Settings of the other parameters left without a depth by an interrupted sweep."""
         if DEPTH not in [a.key for a in self.axes]:
@@ -148,10 +162,15 @@ class Results:
             for others, index in needed:
                 p, r = by_index[index]
                 where = " ".join(f"{k}={format_value(v)}" for k, v in others.items())
-                notes.append(
-                    f"  {escape(where or 'all points', 200)}: depth "
-                    f"{escape(format_value(p.value(DEPTH)), 40)} (end cycle {r.end_cycle:,})"
-                )
+                depth = escape(format_value(p.value(DEPTH)), 40)
+                if self.at_edge(index):
+                    eff = f", {r.efficiency:.0%} efficient" if r.efficiency is not None else ""
+                    answer = (
+                        f"depth ≥ {depth} (end cycle {r.end_cycle:,}{eff}): extend --grid depth"
+                    )
+                else:
+                    answer = f"depth {depth} (end cycle {r.end_cycle:,})"
+                notes.append(f"  {escape(where or 'all points', 200)}: {answer}")
         unsettled = self.unsettled()
         if unsettled:
             wheres = [" ".join(f"{k}={format_value(v)}" for k, v in o.items()) for o in unsettled]
@@ -183,7 +202,9 @@ class Results:
             "finished": len(self.rows),
             "interrupted": self.interrupted,
             "best": best,
-            "depth_needed": [{"others": o, "index": i} for o, i in needed],
+            "depth_needed": [
+                {"others": o, "index": i, "at_edge": self.at_edge(i)} for o, i in needed
+            ],
             "depth_unsettled": self.unsettled(),
             "rows": rows,
         }
