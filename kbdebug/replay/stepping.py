@@ -62,34 +62,30 @@ def stops_of(index: TraceIndex, pe: int) -> Stops:
     c = index.columns
     mask = np.isin(c.kind, np.array(STOP_KINDS, dtype=c.kind.dtype)) & (c.pe == pe)
     events = np.flatnonzero(mask)
-    kinds = c.kind[events]
-    loc_ids = c.loc[events]
-    frame_of: dict[object, int] = {None: KERNEL_FRAME}
+    # One look-up per distinct call site, not per call: a loop's calls share a few locs.
+    loc_ids, inverse = np.unique(c.loc[events], return_inverse=True)
+    frame_of: dict[tuple[str, str, str, int], int] = {}
     functions = ["?"]
-    line_of_loc: dict[int, tuple[int, int]] = {}
-    frames = np.zeros(len(events), dtype=np.int32)
-    lines = np.zeros(len(events), dtype=np.int64)
-    for k, (kind, loc_id) in enumerate(zip(kinds.tolist(), loc_ids.tolist(), strict=True)):
-        if kind == Kind.KERNEL_END:
-            frames[k], lines[k] = KERNEL_FRAME, END_LINE
+    site_frames = np.zeros(len(loc_ids), dtype=np.int32)
+    site_lines = np.zeros(len(loc_ids), dtype=np.int64)
+    for k, loc_id in enumerate(loc_ids.tolist()):
+        loc = index.loc(loc_id)
+        if loc is None:
             continue
-        known = line_of_loc.get(loc_id)
-        if known is None:
-            loc = index.loc(loc_id)
-            if loc is None:
-                known = (KERNEL_FRAME, 0)
-            elif loc.caller is None:
-                if functions[KERNEL_FRAME] == "?":
-                    functions[KERNEL_FRAME] = loc.function
-                known = (KERNEL_FRAME, loc.line)
-            else:
-                key = (loc.file, loc.function, loc.caller.file, loc.caller.line)
-                if key not in frame_of:
-                    frame_of[key] = len(functions)
-                    functions.append(loc.function)
-                known = (frame_of[key], loc.line)
-            line_of_loc[loc_id] = known
-        frames[k], lines[k] = known
+        site_lines[k] = loc.line
+        if loc.caller is None:
+            if functions[KERNEL_FRAME] == "?":
+                functions[KERNEL_FRAME] = loc.function
+            continue
+        key = (loc.file, loc.function, loc.caller.file, loc.caller.line)
+        if key not in frame_of:
+            frame_of[key] = len(functions)
+            functions.append(loc.function)
+        site_frames[k] = frame_of[key]
+    frames = site_frames[inverse]
+    lines = site_lines[inverse]
+    ends = c.kind[events] == Kind.KERNEL_END
+    frames[ends], lines[ends] = KERNEL_FRAME, END_LINE
     return Stops(events, frames, lines, tuple(functions))
 
 
