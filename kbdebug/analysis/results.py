@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kbdebug.analysis.across_pes import group_across_pes
 from kbdebug.analysis.contention import HbmContention, contention
 from kbdebug.analysis.findings import MIN_SHARE, find_all
+from kbdebug.analysis.hazards import Hazard, find_hazards
 from kbdebug.analysis.hbm_share import StackBound, stack_bounds
 from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.analysis.imbalance import Imbalance, imbalance_of
@@ -76,6 +77,12 @@ class Analysis:
                 floor=MIN_SHARE,
             ),
         )
+
+    @property
+    def hazards(self) -> list[Hazard]:
+        """Every hazard (KB2xx): pairs of accesses to overlapping HBM bytes, at least one
+        a store, that no wait or message orders, one per pair of lines, by first occurrence."""
+        return self._once("_hazards", lambda: find_hazards(self.replay.index))
 
     @property
     def imbalance(self) -> Imbalance | None:

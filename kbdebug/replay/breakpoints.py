@@ -232,3 +232,29 @@ class FindingHit(Breakpoint):
     def describe(self, replay: Replay) -> str:
         what = f"finding {self.prefix or '*'}"
         return what if self.findings is not None else f"{what} (findings not computed yet)"
+
+
+@dataclass(eq=False)
+class HazardHit(Breakpoint):
+    """The second access of every hazard (of one rule, e.g. "KB201", or all): the load's
+    grant or the store's landing that came second in this run, where the two accesses
+    met.
+
+    ``hazards`` are what the analysis found (objects with ``rule`` and ``occurrences``:
+    each occurrence's event), handed in as for :class:`FindingHit`; None while they are
+    being computed, when it hits nothing.
+    """
+
+    rule: str = ""
+    hazards: tuple | None = None
+
+    def find(self, replay: Replay) -> np.ndarray:
+        events: list[int] = []
+        for hazard in self.hazards or ():
+            if hazard.rule.startswith(self.rule):
+                events.extend(hazard.occurrences)
+        return np.unique(np.array(events, dtype=np.int64))
+
+    def describe(self, replay: Replay) -> str:
+        what = f"hazard {self.rule or '*'}"
+        return what if self.hazards is not None else f"{what} (hazards not computed yet)"

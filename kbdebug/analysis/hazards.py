@@ -1,0 +1,284 @@
+"""Hazards: pairs of HBM accesses whose result depends on timing, as findings of their own
+kind (rules KB201 read-after-write, KB202 write-after-read, KB203 write-after-write).
+
+:mod:`kbdebug.analysis.hazard_order` finds every unordered pair of accesses to
+overlapping bytes (at least one a store); here the pairs of the same two lines (and the
+same side of the PE boundary) become one :class:`Hazard`, naming both lines and PEs, the
+bytes (a tensor slice where the trace names its tensors), what this run happened to do
+(the old or the new bytes read, which store landed last) and the fix: the wait to add,
+at the latest point that still orders the pair. A hazard has no saving: any one fails a
+``--fail-on any`` or ``--fail-on hazard`` gate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulator.trace.schema import SourceLoc
+from kbdebug.analysis.hazard_order import Accesses, Unordered, accesses_of, unordered_pairs
+from kbdebug.analysis.hazard_where import byte_range_text
+from kbdebug.analysis.identity import call_identity
+from kbdebug.replay.tables import TraceIndex
+
+#: Rule code -> short name, one per class of hazard.
+HAZARD_RULES = {
+    "KB201": "read-after-write",
+    "KB202": "write-after-read",
+    "KB203": "write-after-write",
+}
+#: The selector that picks every hazard (``--fail-on hazard``).
+HAZARD_SELECTOR = "hazard"
+#: Occurrences a hazard keeps the events of (the breakpoint stops at each).
+MAX_OCCURRENCES = 10_000
+
+
+@dataclass(frozen=True)
+class HazardAccess:
+    """One side of a hazard: a load or store, where it was issued and when it touched HBM."""
+
+    pe: int
+    #: The tl op ("store", "load_async", "composite.load", ...).
+    op: str
+    loc: SourceLoc | None
+    #: Its ISSUE's event index.
+    issue: int
+    #: The event where it touched HBM in this run (-1: never, the run stopped first).
+    happen: int
+    #: That event's cycle (-1 when it never happened).
+    cycle: int
+    #: Where its future was waited (None: never, or a composite's own transfer).
+    wait_loc: SourceLoc | None
+
+    @property
+    def is_store(self) -> bool:
+        return "store" in self.op
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """Two accesses to overlapping bytes, at least one a store, that no wait or message
+    orders: the lines (and PEs) of every such pair of the same two lines, as one."""
+
+    #: ``KB201:IDENTITY&IDENTITY``: the second line's edit-proof identity, then the
+    #: first's (``:peN`` when it holds on one PE N > 0 only).
+    id: str
+    rule: str
+    title: str
+    #: The access issued first and the one issued after it (of the first occurrence).
+    first: HazardAccess
+    second: HazardAccess
+    #: The overlapping bytes [lo, hi) and how they read (``out[64:128]`` or addresses).
+    lo: int
+    hi: int
+    where: str
+    #: True when the two accesses are on different PEs.
+    across_pes: bool
+    #: What this run happened to do (which bytes the load read, which store landed last).
+    outcome: str
+    message: str
+    suggestion: str
+    #: The line where the fix goes and its PE (the wait to add is placed just above it).
+    fix_loc: SourceLoc | None
+    fix_pe: int
+    #: Every PE either side of an occurrence, sorted.
+    pes: tuple[int, ...]
+    #: Unordered pairs of these two lines.
+    count: int
+    #: The second access's event of each occurrence (the later of the two to touch HBM
+    #: in this run), sorted, at most MAX_OCCURRENCES: where the breakpoint stops.
+    occurrences: tuple[int, ...]
+    #: ``RULE:FILE:LINE`` of the second line.
+    line_id: str = ""
+
+    @property
+    def pe(self) -> int:
+        """The PE of the second access (what a finding's ``pe`` is to selectors)."""
+        return self.second.pe
+
+    @property
+    def loc(self) -> SourceLoc | None:
+        """The second access's line."""
+        return self.second.loc
+
+    @property
+    def call_loc(self) -> SourceLoc | None:
+        return None
+
+    @property
+    def events(self) -> tuple[int, ...]:
+        """The first occurrence's second access, then its first access and both issues."""
+        a, b = self.first, self.second
+        return tuple(e for e in (self.occurrences[0], a.happen, a.issue, b.issue) if e >= 0)
+
+    @property
+    def saving(self) -> int:
+        """A hazard has no saving (it is wrong, not slow)."""
+        return 0
+
+
+def find_hazards(index: TraceIndex) -> list[Hazard]:
+    """Every hazard of the launch, one per pair of lines, by the first occurrence."""
+    acc = accesses_of(index)
+    pairs = unordered_pairs(index, acc)
+    if not len(pairs.first):
+        return []
+    loc_of = index.commands.loc.astype(np.int64)
+    a_loc, b_loc = loc_of[acc.cmd[pairs.first]], loc_of[acc.cmd[pairs.second]]
+    a_write, b_write = acc.write[pairs.first], acc.write[pairs.second]
+    rule = np.where(a_write & b_write, 3, np.where(a_write, 1, 2))
+    across = acc.pe[pairs.first] != acc.pe[pairs.second]
+    second_event = _second_events(acc, pairs)
+    keys = np.stack([rule, a_loc, b_loc, across.astype(np.int64)], axis=1)
+    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    out = []
+    for g in range(len(groups)):
+        members = np.flatnonzero(inverse == g)
+        out.append(_hazard(index, acc, pairs, members, second_event, f"KB20{groups[g][0]}"))
+    out.sort(key=lambda h: (h.occurrences[0], h.rule))
+    return out
+
+
+def _second_events(acc: Accesses, pairs: Unordered) -> np.ndarray:
+    """Per pair, the event where the later of its two accesses touched HBM (the second
+    access's issue when neither did)."""
+    a, b = acc.happen[pairs.first], acc.happen[pairs.second]
+    later = np.maximum(a, b)
+    return np.where(later >= 0, later, acc.issue[pairs.second])
+
+
+def _access(index: TraceIndex, acc: Accesses, row: int) -> HazardAccess:
+    cm, fu = index.commands, index.futures
+    cmd = int(acc.cmd[row])
+    happen = int(acc.happen[row])
+    future = int(cm.future[cmd])
+    wait_loc = None
+    if future >= 0 and int(fu.wait_begin[future]) >= 0:
+        wait_loc = index.loc(int(fu.wait_loc[future]))
+    return HazardAccess(
+        pe=int(acc.pe[row]),
+        op=index.string(int(cm.op[cmd])),
+        loc=index.loc(int(cm.loc[cmd])),
+        issue=int(acc.issue[row]),
+        happen=happen,
+        cycle=int(index.columns.time[happen]) if happen >= 0 else -1,
+        wait_loc=wait_loc,
+    )
+
+
+def _hazard(index, acc, pairs, members, second_event, rule) -> Hazard:
+    events = second_event[members]
+    first_at = members[int(np.argmin(events))]
+    a_row, b_row = int(pairs.first[first_at]), int(pairs.second[first_at])
+    a, b = _access(index, acc, a_row), _access(index, acc, b_row)
+    lo = int(max(acc.lo[a_row], acc.lo[b_row]))
+    hi = int(min(acc.hi[a_row], acc.hi[b_row]))
+    where = byte_range_text(index.header, lo, hi)
+    pes = np.unique(np.concatenate([acc.pe[pairs.first[members]], acc.pe[pairs.second[members]]]))
+    across = a.pe != b.pe
+    send = int(pairs.known_send[first_at])
+    fix_loc, fix_pe, suggestion = _fix(index, a, b, send)
+    outcome = _outcome(a, b)
+    message = _message(a, b, where, outcome, len(members))
+    occurrences = tuple(int(e) for e in np.unique(events)[:MAX_OCCURRENCES])
+    identity = f"{rule}:{call_identity(index, b.loc)}&{call_identity(index, a.loc)}"
+    line = f"{rule}:{b.loc.file}:{b.loc.line}" if b.loc is not None else f"{rule}:<unknown>:0"
+    if len(pes) == 1 and pes[0] > 0:
+        identity, line = identity + f":pe{pes[0]}", line + f":pe{pes[0]}"
+    return Hazard(
+        id=identity,
+        rule=rule,
+        title=HAZARD_RULES[rule],
+        first=a,
+        second=b,
+        lo=lo,
+        hi=hi,
+        where=where,
+        across_pes=across,
+        outcome=outcome,
+        message=message,
+        suggestion=suggestion,
+        fix_loc=fix_loc,
+        fix_pe=fix_pe,
+        pes=tuple(int(p) for p in pes),
+        count=len(members),
+        occurrences=occurrences,
+        line_id=line,
+    )
+
+
+def _verb(access: HazardAccess) -> str:
+    return "stores" if access.is_store else "loads"
+
+
+def _noun(access: HazardAccess) -> str:
+    return "store" if access.is_store else "load"
+
+
+def _at(access: HazardAccess, pe: bool) -> str:
+    where = str(access.loc) if access.loc is not None else "?"
+    return f"on PE {access.pe} at {where}" if pe else f"at {where}"
+
+
+def _outcome(a: HazardAccess, b: HazardAccess) -> str:
+    """What this run did: which bytes the load read, or which store landed last."""
+    if a.is_store and b.is_store:
+        if a.happen < 0 or b.happen < 0:
+            return "this run stopped before both stores landed"
+        last = b if b.happen > a.happen else a
+        order = "as issued" if last is b else "against the order they were issued"
+        return f"this run the {_noun(last)} {_at(last, a.pe != b.pe)} landed last ({order})"
+    store, load = (a, b) if a.is_store else (b, a)
+    if load.happen < 0:
+        return "this run stopped before the load read"
+    new = store.happen >= 0 and store.happen < load.happen
+    when = f"the load read at cycle {load.cycle:,}, the store "
+    when += f"landed at cycle {store.cycle:,}" if store.happen >= 0 else "never landed"
+    return f"this run read the {'new' if new else 'old'} bytes ({when})"
+
+
+def _message(a: HazardAccess, b: HazardAccess, where: str, outcome: str, count: int) -> str:
+    if a.pe != b.pe:
+        text = (
+            f"PE {a.pe} {_verb(a)} {where} at {a.loc} and PE {b.pe} {_verb(b)} them at "
+            f"{b.loc} with no wait and message ordering the two"
+        )
+    else:
+        text = (
+            f"PE {a.pe} {_verb(a)} {where} at {a.loc}, then {_verb(b)} them at {b.loc} "
+            f"before the {_noun(a)} is waited"
+        )
+    times = f" ({count:,} times)" if count > 1 else ""
+    return f"{text}{times}; {outcome}"
+
+
+def _fix(index: TraceIndex, a: HazardAccess, b: HazardAccess, send: int):
+    """(the line the fix goes above, its PE, the suggestion): the latest point that
+    still orders the pair."""
+    handle = f"the {_noun(a)} issued at {a.loc}"
+    if a.op.startswith("composite."):
+        handle = f"the composite at {a.loc}"
+    late = f" (its wait at {a.wait_loc} comes after: move it up)" if a.wait_loc else ""
+    if a.pe == b.pe:
+        return b.loc, b.pe, f"tl.wait {handle} just before {b.loc}{late}"
+    if send >= 0:
+        send_loc = index.loc(int(index.commands.loc[send]))
+        return (
+            send_loc,
+            a.pe,
+            (
+                f"on PE {a.pe}, tl.wait {handle} before its send at {send_loc}, the latest message "
+                f"PE {b.pe} waits for (directly or through other PEs) before {b.loc}{late}"
+            ),
+        )
+    return (
+        b.loc,
+        a.pe,
+        (
+            f"on PE {a.pe}, tl.wait {handle}, then tl.send PE {b.pe} a message (relayed by the "
+            f"PEs between); on PE {b.pe}, tl.wait its tl.recv_async before {b.loc} (no message "
+            f"PE {a.pe} sent after the {_noun(a)} reaches PE {b.pe} before it)"
+        ),
+    )
