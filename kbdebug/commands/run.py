@@ -17,6 +17,7 @@ from emulator.trace.writer import TraceWriter
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.launch import perturb
+from kbdebug.launch.errors import LaunchError, python_hint
 from kbdebug.launch.launcher import Launcher, is_trace, load
 from kbdebug.launch.settings import read_config, with_hardware
 from kbdebug.outputs import Output, status_lines
@@ -126,7 +127,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         status.phase("building inputs")
         started = time.perf_counter()
-        scenario = launcher.build(params, hw, config, config_given=args.config is not None)
+        try:
+            scenario = launcher.build(params, hw, config, config_given=args.config is not None)
+        except LaunchError as e:
+            status.clear()
+            if args.traceback:
+                print(e.details.rstrip(), file=sys.stderr)
+            raise
         status.clear()
         print(f"setup:  inputs built in {time.perf_counter() - started:.2f} s", flush=True)
         writer = _writer(out)
@@ -235,7 +242,10 @@ def _failure_message(failure: EmulatorError, traceback: bool) -> str:
         if (isinstance(failure, KernelError) and not traceback)
         else ""
     )
-    return f"{failure}{hint}"
+    # Python's "Did you mean: 'load_async'?" for a misspelt tl call, which the message
+    # (the exception's str) leaves out.
+    python = python_hint(failure.__cause__) if failure.__cause__ is not None else ""
+    return f"{failure}{'; ' + python if python else ''}{hint}"
 
 
 def _print_result(result, elapsed: float) -> None:

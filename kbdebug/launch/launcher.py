@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -13,11 +14,12 @@ from typing import Any
 import msgpack
 
 from emulator.config import HardwareConfig
-from emulator.errors import ConfigError, EmulatorError
+from emulator.errors import ConfigError
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace import wire
 from kbdebug.errors import UserError
 from kbdebug.launch import file as launch_file
+from kbdebug.launch.errors import LaunchError, describe
 from kbdebug.launch.settings import HARDWARE_FIELDS, brief, parse_setting, shown
 
 #: What a value of a default's type is called in a message.
@@ -133,8 +135,9 @@ class Launcher:
         try:
             with self.importing():
                 scenario = self.builder(**arguments)
-        except (TypeError, ValueError, EmulatorError) as e:
-            raise UserError(f"{self.name}: {e}") from None
+        except Exception as e:  # noqa: BLE001 - the user's code: one line, where and why
+            details = "".join(traceback.format_exception(e))
+            raise LaunchError(f"{self.name}: {describe(e, self.launch_file)}", details) from None
         if not isinstance(scenario, Scenario):
             raise UserError(f"{self.name} returned {type(scenario).__name__}, expected a Scenario")
         if self.launch_file is not None and scenario.launch_file is None:
