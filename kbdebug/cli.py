@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "diff": "kbdebug.commands.diff",
     "compare": "kbdebug.commands.compare",
     "sweep": "kbdebug.commands.sweep",
+    "explore": "kbdebug.commands.explore",
     "hw": "kbdebug.commands.hw",
 }
 

@@ -10,6 +10,7 @@ grace, a crash) leaves it under a name that says whose it was
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -68,6 +69,9 @@ class PointTask:
     #: The directory of the temporary trace (None: the system's); the local backend
     #: gives one of its own and removes it, whatever a killed worker left there.
     scratch_dir: str | None = None
+    #: A run of ``kbdebug explore``: the row carries the digest of the HBM the run left
+    #: and what each hazard read, and no findings (explore compares results, not speed).
+    explore: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,11 +94,19 @@ class Row:
     findings: tuple[tuple[str, int], ...] | None = ()
     #: The kept trace (--traces), else None.
     trace: str | None = None
+    #: An explore run's digest of the HBM bytes the launch allocated, as they ended.
+    output_digest: str | None = None
+    #: An explore run's hazards as (hazard id, label, what its access read or wrote in
+    #: this run); None for a sweep's row.
+    hazards: tuple[tuple[str, str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.findings is not None:
             out["findings"] = [{"id": i, "saving": s} for i, s in self.findings]
+        for explore_only in ("output_digest", "hazards"):
+            if out[explore_only] is None:
+                del out[explore_only]  # a sweep's rows read as they did before explore
         return out
 
 
@@ -204,12 +216,14 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
             return Row(task.index, ERROR, _one_line(f"cannot write its trace: {reason}"))
         if outcome != OK and writer.events == 0:
             return Row(task.index, REFUSED, _one_line(f"{message} (nothing ran)"))
-        row = _analyse(task.index, path, outcome, message)
+        row = _analyse(task.index, path, outcome, message, findings=not task.explore)
         if row.outcome == OK and task.check and scenario.check is not None:
             try:
                 scenario.check(scenario.memory)
             except AssertionError as e:
                 row = replace(row, outcome=CHECK_FAILED, message=_one_line(str(e)))
+        if task.explore:
+            row = replace(row, output_digest=memory_digest(scenario.memory))
         if finishing is not None:
             finishing()
         if out is not None:
@@ -224,8 +238,17 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
             os.unlink(path)
 
 
-def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
-    """The row's numbers, read back from the trace as ``kbdebug report`` reads them."""
+def memory_digest(memory: Any) -> str:
+    """A digest of the HBM bytes ``memory`` has allocated: equal exactly when they are."""
+    allocated = memory.data[: memory.next_free]
+    return hashlib.blake2b(allocated.tobytes(), digest_size=16).hexdigest()
+
+
+def _analyse(
+    index: int, path: str, outcome: str, message: str | None, *, findings: bool = True
+) -> Row:
+    """The row's numbers, read back from the trace as ``kbdebug report`` reads them
+    (``findings``: also the bound and findings of a complete run; else the hazards)."""
     replay = Replay.open(path, cache=False)  # a point opens its trace once: no index cache
     analysis = Analysis(replay)
     summary = analysis.summary
@@ -237,6 +260,8 @@ def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
         stall_cycles=int(summary.stall_cycles),
         dma_read_count=int(summary.counts.get("dma_read_count", 0)),
     )
+    if not findings:
+        return replace(row, hazards=hazard_outcomes(analysis))
     if outcome != OK:
         return row  # the bound and findings of a run that did not complete cover only part
     bounds = analysis.bounds
@@ -250,6 +275,23 @@ def _analyse(index: int, path: str, outcome: str, message: str | None) -> Row:
         return replace(row, findings=None, message=_one_line(f"findings: {type(e).__name__}: {e}"))
     ranked = sorted(findings, key=lambda f: (-f.saving, f.id))
     return replace(row, findings=tuple((f.id, int(f.saving)) for f in ranked))
+
+
+def hazard_outcomes(analysis: Analysis) -> tuple[tuple[str, str, str], ...]:
+    """(id, label, what its access did) of each hazard of the run: the label names its
+    rule and both lines; what it did is the outcome without this run's cycles ("this run
+    read the old bytes"), which another timing may change."""
+    return tuple((h.id, _hazard_label(h), h.outcome.partition(" (")[0]) for h in analysis.hazards)
+
+
+def _hazard_label(hazard: Any) -> str:
+    """``KB201 read-after-write k.py:30 after :28`` (the second line, then the first)."""
+    first, second = hazard.first.loc, hazard.second.loc
+    if first is not None and second is not None and first.file == second.file:
+        lines = f"{second} after :{first.line}"
+    else:
+        lines = f"{second} after {first}"
+    return _one_line(f"{hazard.rule} {hazard.title} {lines}")
 
 
 def _one_line(text: str) -> str:

@@ -26,8 +26,18 @@ def eta_text(seconds: float | None) -> str:
 class Progress:
     """Redraws one line on ``stream``; does nothing unless ``enabled`` (a TTY)."""
 
-    def __init__(self, total: int, *, enabled: bool, stream: TextIO | None = None):
+    def __init__(
+        self,
+        total: int,
+        *,
+        enabled: bool,
+        stream: TextIO | None = None,
+        label: str = "sweep",
+        unit: str = "points",
+    ):
         self.total = total
+        #: What the bar counts: ``sweep [###] 3/8 points``, ``explore [###] 3/64 runs``.
+        self.label, self.unit = label, unit
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.done = 0
@@ -52,7 +62,7 @@ class Progress:
         bar = "#" * int(share * 24)
         failed = f", {self.failed} failed" if self.failed else ""
         return (
-            f"sweep [{bar:<24}] {self.done}/{self.total} points, {left} left{failed}, "
+            f"{self.label} [{bar:<24}] {self.done}/{self.total} {self.unit}, {left} left{failed}, "
             f"{eta_text(elapsed)} elapsed, ETA {eta_text(eta)}"
         )
 

@@ -1,0 +1,115 @@
+"""`kbdebug explore` and `kbdebug run --perturb`: a race's differing runs, each reproducible."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from emulator.trace.reader import read_trace
+from kbdebug.cli import main
+from kbdebug.ui import KbdebugApp
+
+KERNELS = Path(__file__).parent / "kernels_store_load_race.py"
+RACE = f"{KERNELS}:launch_race"
+FENCED = f"{KERNELS}:launch_fenced"
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def explore(capsys, *args: str) -> tuple[int, str, str]:
+    status = main(["explore", *args, "-j", "2", "-q"])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_run_perturb_reproduces_a_run_byte_for_byte_and_says_so(in_tmp, capsys):
+    for name in ("a.kbt", "b.kbt"):
+        main(["run", RACE, "--perturb", "7", "--perturb-latency", "0.3", "-q", "-o", name])
+    assert (in_tmp / "a.kbt").read_bytes() == (in_tmp / "b.kbt").read_bytes()
+    config = read_trace(str(in_tmp / "a.kbt")).header["config"]
+    assert (config["perturb_seed"], config["perturb_latency"]) == (7, 0.3)
+    main(["run", RACE, "--perturb", "0", "-q", "-o", "off.kbt"])
+    main(["run", RACE, "-q", "-o", "nominal.kbt"])
+    assert (in_tmp / "off.kbt").read_bytes() == (in_tmp / "nominal.kbt").read_bytes()
+
+
+def test_explore_lists_the_race_s_wrong_outputs_with_their_hazard_and_command(in_tmp, capsys):
+    status, out, _ = explore(capsys, RACE, "--runs", "8")
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[1] == "nominal: ok, end cycle 4,170"
+    assert lines[2].startswith("runs:    ") and "wrong output" in lines[2]
+    table = lines[lines.index("") + 1 :]
+    assert table[0].split() == ["seed", "differs", "end", "cycle", "hazard", "reproduce"]
+    first = table[1]
+    assert "wrong output" in first
+    assert "KB201 read-after-write tests/kernels_store_load_race.py:30 after :28" in first
+    seed = int(first.split()[0])
+    command = first[first.index("kbdebug run ") :]
+    assert command == f"kbdebug run {RACE} --perturb {seed}"
+    assert f"first differing run, seed {seed}: tiles [" in out
+    assert "at tests/kernels_store_load_race.py:31" in out  # the output store of that tile
+    # The printed command gives that run again: its output fails the check the same way.
+    assert main([*shlex.split(command)[1:], "-q", "-o", "again.kbt"]) == 1
+    assert "of the output differ from x * 2 + 1" in capsys.readouterr().err
+
+
+def test_explore_of_the_fenced_twin_finds_no_run_that_differs(in_tmp, capsys):
+    status, out, _ = explore(capsys, FENCED, "--runs", "8", "--perturb-grant", "3")
+    assert status == 0
+    assert "none of 8 differs from the nominal" in out
+    assert "DMA grants among the 3 oldest waiting" in out.splitlines()[0]
+    assert "first differing run" not in out
+
+
+def test_explore_json_lists_every_run_with_its_seed_and_command(in_tmp, capsys):
+    status, out, _ = explore(capsys, RACE, "--runs", "4", "--seed", "20", "--json")
+    doc = json.loads(out)
+    assert doc["schema"] == "kbdebug.explore/1"
+    assert doc["seeds"] == {"first": 20, "count": 4}
+    assert doc["bounds"] == {"perturb_latency": 0.5, "perturb_grant_window": 2}
+    assert doc["nominal"]["outcome"] == "ok" and doc["nominal"]["end_cycle"] == 4170
+    assert [r["seed"] for r in doc["runs"]] == [20, 21, 22, 23]
+    differing = [r for r in doc["runs"] if r["differs"]]
+    assert status == (1 if differing else 0) and doc["differ"] == len(differing)
+    for r in differing:
+        assert r["differs"] == ["wrong output"] and r["hazards"]
+        assert r["command"].endswith(f"--perturb {r['seed']}")
+    assert doc["first"]["seed"] == differing[0]["seed"]
+    assert doc["first"]["store"]["line"] == "tests/kernels_store_load_race.py:31"
+
+
+def test_open_keeps_the_first_failing_trace_under_a_new_name_each_time(in_tmp, capsys, monkeypatch):
+    opened = []
+    monkeypatch.setattr(KbdebugApp, "run", lambda self, *a, **k: opened.append(self))
+    for expected in ("kernels_store_load_race.launch_race.perturb-1.kbt", "-2.kbt"):
+        status, out, _ = explore(capsys, RACE, "--runs", "2", "--open")
+        assert status == 1
+        trace_line = next(line for line in out.splitlines() if line.startswith("  trace: "))
+        kept = trace_line.removeprefix("  trace: ")
+        assert kept.endswith(expected) and (in_tmp / kept).is_file()
+        assert read_trace(str(in_tmp / kept)).header["config"]["perturb_seed"] == 1
+    assert len(opened) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--runs", "0"], "--runs 0: expected 1 to 100,000"),
+        (["--seed", "0"], "--seed 0: expected at least 1 (seed 0 is the nominal run)"),
+        (["--set", "perturb_seed=3"], "--set perturb_seed: explore sets the perturbation itself"),
+        (["--perturb-latency", "1.5"], '--perturb-latency 1.5: "perturb_latency" must be <= 1.0'),
+        (["--open", "--json"], "--open opens the app: use it without --json"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(in_tmp, capsys, args, said):
+    status, out, err = explore(capsys, RACE, *args)
+    assert status == 2 and out == ""
+    assert err.startswith(f"kbdebug explore: {said}") and err.count("\n") == 1
