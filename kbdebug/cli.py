@@ -69,6 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     # `kbdebug compare A B`.
     if not argv or (argv[0] not in modules and argv[0][:1] != "-"):
         positional = [a for a in argv if a[:1] != "-"]
+        if len(positional) > 2:
+            shown = " ".join(escape(a, 80) for a in positional[:4])
+            more = " ..." if len(positional) > 4 else ""
+            print(
+                f"kbdebug: {len(positional)} traces given ({shown}{more}): kbdebug TRACE opens "
+                "one, kbdebug A B compares two; for more runs, kbdebug diff A B for each pair "
+                "or kbdebug sweep to run them as one grid",
+                file=sys.stderr,
+            )
+            return 2
         if "compare" in modules and len(positional) == 2:
             argv = ["compare", *argv]
         elif "replay" in modules:

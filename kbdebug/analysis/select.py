@@ -208,4 +208,11 @@ def incomplete(replay: Replay) -> str | None:
         where += ", ..." if len(pes) > 8 else ""
     loc = footer.get("error_loc")
     at = f" at {loc}" if loc is not None and str(loc) not in error else ""
-    return f"{what}{where}" + (f": {error}" if error else "") + at
+    # Said once: "deadlock on PEs 0, 1 at cycle 4: ...", not "...: deadlock at cycle 4: ...";
+    # "kernel error on PE 0: x.py:7: ...", not "...: PE 0, x.py:7: ...".
+    if len(pes) == 1 and error.startswith(f"PE {pes[0]}, "):
+        error = error[len(f"PE {pes[0]}, ") :]
+    detail = f": {error}" if error else ""
+    if error.startswith(f"{what} "):
+        detail = error[len(what) :]
+    return f"{what}{where}{detail}{at}"

@@ -52,6 +52,7 @@ from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE, MIN_SAVING, Gate, 
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import parse_selectors, share_of
 from kbdebug.cli import UserError
+from kbdebug.commands.hints import with_hint
 from kbdebug.export.github import annotations
 from kbdebug.export.junit import to_junit
 from kbdebug.export.markdown import summary_markdown
@@ -184,7 +185,7 @@ def open_trace(path: str | Path) -> Replay:
     try:
         replay = Replay.open(path)
     except TraceFormatError as e:
-        raise UserError(escape(one_line(str(e)), 1024)) from None
+        raise UserError(escape(with_hint(one_line(str(e)), path), 1024)) from None
     except IsADirectoryError:
         raise UserError(f"{shown}: is a directory, not a trace") from None
     except FileNotFoundError:

@@ -115,6 +115,10 @@ def _run(args: argparse.Namespace) -> int:
         stdout=True,
         binary=True,
     )
+    folder = out.target.parent
+    if not out.stream and not folder.is_dir():
+        why = f"{folder} is not a folder" if folder.exists() else f"there is no folder {folder}"
+        raise UserError(f"cannot write {out.name}: {why} (nothing was run)")
     if (args.open or args.compare_with) and out.stream:
         flag = "--open" if args.open else "--compare-with"
         raise UserError(f"{flag} needs a trace file; {out.name} is a device or a pipe")

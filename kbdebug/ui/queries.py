@@ -193,7 +193,8 @@ def banner(replay: Replay) -> str | None:
     loc = footer.get("error_loc")
     if isinstance(loc, SourceLoc) and str(loc) not in error:
         error += f" at {short_loc(loc)}"
-    return f"{status}: {error}"
+    # "interrupted by SIGINT", not "interrupted: interrupted by SIGINT".
+    return error if error.startswith(status) else f"{status}: {error}"
 
 
 def short_loc(loc: SourceLoc | None) -> str:
