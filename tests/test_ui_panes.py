@@ -4,6 +4,7 @@ saving, the efficiency in the header, a source that fits, a sortable futures tab
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_ui_app import header, lines, opened
 from test_ui_traces import fresh
 from textual.content import Content
@@ -132,7 +133,23 @@ async def test_header_shows_the_pe_efficiency_against_its_bound():
         await opened(app, pilot)
         await pilot.press("w")
         first = header(app).splitlines()[0]
-        assert f"eff {bound.efficiency:.0%}" in first and "● stalled waits" in first
+        assert f"{bound.efficiency:.0%} eff" in first and "● stalled waits" in first
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120, 160])
+async def test_header_keeps_one_format_that_shortens_at_narrow_widths(width):
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=(width, 24)) as pilot:
+        await opened(app, pilot)
+        await pilot.press("w", "c")
+        first = header(app).splitlines()[0]
+        assert len(first) <= width
+        # The same words at every width, never a second, cryptic format (t=0 #-/3376).
+        assert "t=" not in first and "/3" not in first.split("cycle")[0]
+        assert "cycle 4" in first and "event #6" in first
+        if width >= 80:
+            assert first.lstrip().startswith(("kbdebug flawed_prefetch.kbt", "flawed_prefetch"))
+            assert "PE 0 stalled" in first and "32% eff" in first and "stalled waits" in first
 
 
 async def test_legend_shows_when_the_screen_is_tall_enough():

@@ -25,6 +25,10 @@ def status_kind(status: str) -> str:
     return "value"
 
 
+#: Columns the header's breakpoint summary keeps before the other parts shorten.
+BREAKS_KEPT = 24
+
+
 class StatusHeader(Widget):
     """File, cycle, event i of N, focused PE and its status; then the run state."""
 
@@ -90,7 +94,9 @@ class StatusHeader(Widget):
         return text
 
     def _where(self, width: int) -> Text:
-        """File, cycle, event, PE and breakpoints, dropping the least useful parts to fit."""
+        """File, cycle, event, PE, efficiency and breakpoints in one format: on a narrow
+        screen each part takes its shorter form in turn (the least useful first), and
+        what still does not fit is cut at the end, never switched to another format."""
         replay = self.replay
         state = replay.state
         title = self.get_component_rich_style("status-header--title")
@@ -102,76 +108,85 @@ class StatusHeader(Widget):
         pe_text = f"PE {self.focused_pe}"
         if replay.index.n_pes > 1:
             pe_text += f"/{replay.index.n_pes}"
+        pe_long = pe_text
         if pe is not None:
             pe_text += f" {pe.status}"
-            if pe.future >= 0:
-                pe_text += f" on future {pe.future}"
-        long = [
-            (" kbdebug ", title),
-            (name, value),
-            ("  cycle ", None),
-            (f"{state.time:,}", value),
-            (f"/{replay.end_time:,}", None),
-            ("  event ", None),
-            (f"#{current:,} of {n:,}" if current >= 0 else f"start (0 of {n:,})", value),
-            ("  ", None),
-            (pe_text, value),
-        ]
+            pe_long = pe_text + (f" on future {pe.future}" if pe.future >= 0 else "")
+        at = f"#{current:,}" if current >= 0 else "start"
+        # Each part: its forms, longest first; a form is (text, style) pairs.
+        parts: dict[str, list[list[tuple[str, object]]]] = {
+            "app": [[(" kbdebug ", title)], [(" ", None)]],
+            "name": [[(name, value), ("  ", None)], []],
+            "cycle": [
+                [("cycle ", None), (f"{state.time:,}", value), (f"/{replay.end_time:,}", None)],
+                [("cycle ", None), (f"{state.time:,}", value)],
+            ],
+            "event": [
+                [("  event ", None), (at, value), (f" of {n:,}", None)],
+                [("  event ", None), (at, value)],
+            ],
+            "pe": [[("  ", None), (pe_long, value)], [("  ", None), (pe_text, value)]],
+            "efficiency": self._efficiency_forms(value),
+            "breaks": [
+                [("  break: ", None), (escape(self.breaks, 500), value)],
+                [("  ● ", value), (escape(self.breaks, 500), None)],
+            ]
+            if self.breaks
+            else [[]],
+        }
+        chosen = dict.fromkeys(parts, 0)
+        # The order parts shorten in: the app's name, the bound's cycles, the trace's
+        # end, the event count, the PE's future (the futures table has it), the words
+        # "break:" and "efficient", the file.
+        steps = ["app", "efficiency", "cycle", "event", "efficiency", "pe", "breaks"]
+        steps += ["efficiency", "efficiency", "name"]
+
+        def line_parts() -> list[tuple[str, object]]:
+            return [piece for key, forms in parts.items() for piece in forms[chosen[key]]]
+
+        # The breakpoints come last and may be cut short (the source marks them too):
+        # they hold on to a dozen columns, not to the whole of their text.
+        for key in steps:
+            breaks = sum(len(t) for t, _ in parts["breaks"][chosen["breaks"]])
+            if sum(len(t) for t, _ in line_parts()) - breaks + min(breaks, BREAKS_KEPT) <= width:
+                break
+            chosen[key] = min(chosen[key] + 1, len(parts[key]) - 1)
+        line = Text(no_wrap=True, overflow="ellipsis")
+        for text, style in line_parts():
+            line.append(text, style)
+        line.truncate(width, overflow="ellipsis")
+        return line
+
+    def _efficiency_forms(self, value: object) -> list[list[tuple[str, object]]]:
+        """The focused PE's (on a mesh: the launch's, then the PE's) efficiency against
+        its bound: with the bound, without it, shorter; none before it is computed."""
         bound = self._bound()
-        efficiency = efficiency_short = []
-        if bound is not None and bound.efficiency is None:
-            efficiency = [("  ", None), ("did not complete", value)]
-            efficiency_short = [("  ", None), ("incomplete", value)]
-        elif bound is not None and self.launch is not None and replay.index.n_pes > 1:
+        if bound is None:
+            return [[]]
+        if bound.efficiency is None:
+            return [[("  ", None), ("did not complete", value)]]
+        if self.launch is not None and self.replay.index.n_pes > 1:
             # On a mesh the launch's figure leads (a finding stands beside it), the
             # focused PE's follows: each PE can be at its own bound while the launch is not.
             launch = self.launch[1]
             launch_text = "did not complete" if launch is None else f"{launch:.0%}"
-            efficiency = [
-                ("  launch ", None),
-                (launch_text, value),
-                (" efficient (bound ", None),
-                (f"{self.launch[0]:,}", None),
-                (f" cycles; PE {self.focused_pe} {bound.efficiency:.0%})", None),
+            pe_share = f"PE {self.focused_pe} {bound.efficiency:.0%}"
+            return [
+                [
+                    ("  launch ", None),
+                    (launch_text, value),
+                    (f" efficient (bound {self.launch[0]:,} cycles; {pe_share})", None),
+                ],
+                [("  launch ", None), (launch_text, value), (f" efficient ({pe_share})", None)],
+                [("  launch ", None), (launch_text, value), (" efficient", None)],
+                [("  launch ", None), (launch_text, value), (" eff", None)],
             ]
-            efficiency_short = [(" eff ", None), (launch_text, value)]
-        elif bound is not None:
-            efficiency = [
-                ("  ", None),
-                (f"{bound.efficiency:.0%}", value),
-                (f" efficient (bound {bound.bound:,} cycles)", None),
-            ]
-            efficiency_short = [(" eff ", None), (f"{bound.efficiency:.0%}", value)]
-        breaks = []
-        if self.breaks:
-            breaks = [("  break: ", None), (escape(self.breaks, 500), value)]
-        short = [
-            (" ", None),
-            (name, value),
-            (" t=", None),
-            (f"{state.time}", value),
-            (" #", None),
-            (f"{current}/{n}" if current >= 0 else f"-/{n}", value),
-            (" ", None),
-            (pe_text, value),
+        share = f"{bound.efficiency:.0%}"
+        return [
+            [("  ", None), (share, value), (f" efficient (bound {bound.bound:,} cycles)", None)],
+            [("  ", None), (share, value), (" efficient", None)],
+            [("  ", None), (share, value), (" eff", None)],
         ]
-        short_breaks = [(" ● ", value), (escape(self.breaks, 500), None)] if self.breaks else []
-        # Dropped in turn: the app's name, the bound's cycles, the long forms; the
-        # breakpoints stay (cut short at the end) so a narrow screen still shows them.
-        without_name = [(" ", None), *long[1:9]]
-        for parts in (
-            long + efficiency + breaks,
-            without_name + efficiency + breaks,
-            without_name + efficiency_short + breaks,
-            short + efficiency_short + short_breaks,
-        ):
-            if sum(len(t) for t, _ in parts) <= width:
-                break
-        line = Text(no_wrap=True, overflow="ellipsis")
-        for text, style in parts:
-            line.append(text, style)
-        line.truncate(width, overflow="ellipsis")
-        return line
 
     def _bound(self) -> PEBound | None:
         """The focused PE's bound, if computed and the PE ran a kernel."""

@@ -107,13 +107,15 @@ class CompareHeader(Widget):
         line = Text()
         line.append(f"{mark}{run.upper()} ", title)
         line.append(name, value)
-        line.append("  t=" if short else "  cycle ")
+        # One format, as in one run's header: a narrow screen drops the ends, not the words.
+        line.append("  cycle ")
         line.append(f"{replay.time:,}", value)
         if not short:
             line.append(f"/{replay.end_time:,}")
-        line.append("  #" if short else "  event ")
-        line.append(f"{position - 1:,}" if position else "start", value)
-        line.append(f"/{replay.n_events:,}")
+        line.append("  event ")
+        line.append(f"#{position - 1:,}" if position else "start", value)
+        if not short:
+            line.append(f" of {replay.n_events:,}")
         if pe is not None and not short:
             line.append(f"  PE {self.focused_pe} {pe.status}")
         return line
