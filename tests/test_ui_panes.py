@@ -3,6 +3,8 @@ saving, the efficiency in the header, a source that fits, a sortable futures tab
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from test_ui_app import header, lines, opened
@@ -150,6 +152,25 @@ async def test_header_keeps_one_format_that_shortens_at_narrow_widths(width):
         if width >= 80:
             assert first.lstrip().startswith(("kbdebug flawed_prefetch.kbt", "flawed_prefetch"))
             assert "PE 0 stalled" in first and "32% eff" in first and "stalled waits" in first
+
+
+async def test_the_cursor_marker_never_overwrites_an_axis_label():
+    replay = fresh("flawed_prefetch")
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        timeline = app.query_one(Timeline)
+        axis = lines(timeline)[0][timeline.label_width :]
+        inside = {col for col, c in enumerate(axis) if c.isdigit()}
+        # An event whose cycle is drawn in the middle of a label's digits.
+        times = replay.index.columns.time
+        event = next(i for i in range(replay.n_events) if timeline.column_of(times[i]) in inside)
+        app.move_to(event + 1)
+        await pilot.pause()
+        axis = lines(timeline)[0][timeline.label_width :]
+        assert "▼" in axis
+        for token in axis.split():
+            assert re.fullmatch(r"[╵▼](\d+(\.\d+)?[kMGT]?)?", token), token
 
 
 async def test_legend_shows_when_the_screen_is_tall_enough():

@@ -408,7 +408,11 @@ class Timeline(Widget, can_focus=True):
         while tick < self.view_start + self.view_span:
             col = self.column_of(tick)
             label = "╵" + tick_label(tick, step)
-            if 0 <= col and col + len(label) <= plot and all(c == " " for c in chars[col:]):
+            # A label the cursor would land inside is left out (``╵50▼`` reads as 50, not
+            # 500); on its tick mark the cursor replaces only the mark.
+            hidden = col < cursor < col + len(label)
+            fits = 0 <= col and col + len(label) <= plot and not hidden
+            if fits and all(c == " " for c in chars[col:]):
                 chars[col : col + len(label)] = label
             tick += step
         if 0 <= cursor < plot:
