@@ -34,11 +34,14 @@ import pytest
 if TYPE_CHECKING:
     from kbdebug.analysis import Analysis
     from kbdebug.analysis.finding import Finding
+    from kbdebug.analysis.hazards import Hazard
 
 #: The traces a test recorded, on its item.
 TRACES = pytest.StashKey[list]()
 #: (test id, kept trace) of every trace --kbdebug-keep kept, on the config.
 KEPT = pytest.StashKey[list]()
+#: What a message calls a keyword setting of the fixture's call (``--set`` on the command line).
+SETTING = "setting"
 #: Characters of a test id kept in the name of its folder of kept traces.
 FOLDER_CHARS = 120
 
@@ -80,21 +83,21 @@ class KbdebugRun:
     efficiency: float | None
     #: The findings, largest estimated saving first.
     findings: list[Finding]
-    #: The hazards (timing-dependent results, KB2xx), when the analysis finds them.
-    hazards: list[Any]
+    #: The hazards: results that depend on timing (KB2xx), whatever their size.
+    hazards: list[Hazard]
 
     @property
     def complete(self) -> bool:
         """Whether the run ended normally."""
         return self.error is None
 
-    def findings_text(self, findings: list[Finding] | None = None) -> str:
-        """``findings`` (all of them by default) as ``kbdebug report`` lists them."""
-        from kbdebug.export.report_text import findings_lines
+    def findings_text(self, findings: list[Finding | Hazard] | None = None) -> str:
+        """``findings`` (the hazards and the findings by default) as ``kbdebug report``
+        lists them."""
+        from kbdebug.export.review import listed
 
-        shown = self.findings if findings is None else findings
-        n_pes = len(self.analysis.bounds) or self.analysis.summary.n_pes
-        return "\n".join(findings_lines(shown, self.analysis.bounds, n_pes))
+        shown = [*self.hazards, *self.findings] if findings is None else findings
+        return listed(shown, self.analysis)
 
     def assert_no_findings(self, min_saving: float | str = 0.0, select: str = "any") -> None:
         """Fail unless the run completed with no hazard and no finding picked by ``select``
@@ -111,11 +114,13 @@ class KbdebugRun:
         )
         failing = [*self.hazards, *(f for f, _ in gate.matched)]
         if failing:
-            n = len(failing)
-            worth = f" worth at least {percent(share)} of the kernel time" if share else ""
+            hazards, n = len(self.hazards), len(failing) - len(self.hazards)
+            said = [f"{hazards} hazard{'s' if hazards != 1 else ''}"] if hazards else []
+            if n:
+                worth = f" worth at least {percent(share)} of the kernel time" if share else ""
+                said.append(f"{n} finding{'s' if n != 1 else ''}{worth}")
             raise AssertionError(
-                f"kbdebug: {n} finding{'s' if n != 1 else ''}{worth} in {self.trace}:\n"
-                f"{self.findings_text(failing)}"
+                f"kbdebug: {' and '.join(said)} in {self.trace}:\n{self.findings_text(failing)}"
             )
 
     def assert_efficiency(self, at_least: float) -> None:
@@ -172,17 +177,24 @@ class KbdebugRunner:
             launcher = load(self._resolved(scenario))
             values = {
                 key: (
-                    launcher.typed("kbdebug()", key, value)
-                    if launcher.is_parameter("kbdebug()", key)
+                    launcher.typed(SETTING, key, value)
+                    if launcher.is_parameter(SETTING, key)
                     else value
                 )
                 for key, value in settings.items()
             }
             params, hw = launcher.split(values)
-            hardware = with_hardware(read_config(None if config is None else str(config)), hw)
-            built = launcher.build(params, hw, hardware, config_given=config is not None)
+            base = read_config(None if config is None else str(config))
+            hardware = with_hardware(base, hw, lambda key: SETTING)
+            built = launcher.build(
+                params, hw, hardware, config_given=config is not None, option_of=lambda key: SETTING
+            )
         except UserError as e:
-            pytest.fail(f"kbdebug({scenario!r}): {e}", pytrace=False)
+            refused = f"kbdebug({scenario!r}): {e}"
+        else:
+            refused = None
+        if refused is not None:  # outside the except: no "during handling" chain
+            pytest.fail(refused, pytrace=False)
         path = self._trace_path(launcher.name)
         self.traces.append(path)
         failure = None

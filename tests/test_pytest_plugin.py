@@ -16,6 +16,28 @@ from kbdebug.replay import Replay
 pytest_plugins = ["pytester"]
 
 HELPER_KERNEL = Path(__file__).parent / "corpus" / "sync_fetch_helper_three_tiles.py"
+#: A launch file whose kernel reads back a store it never waited: a hazard (KB201).
+HAZARD_LAUNCH = """
+import numpy as np
+
+from emulator import HardwareConfig, Memory
+from emulator.scenarios import Scenario
+
+
+def read_back_unwaited(tl, x, buf, out):
+    t = tl.load(x, (8, 16), "f32")
+    tl.store(buf, t * 2)
+    back = tl.wait(tl.load_async(buf, (8, 16), "f32"))
+    tl.wait(tl.store(out, back))
+
+
+def launch():
+    memory = Memory(size_bytes=1 << 14)
+    x = memory.put(np.arange(128, dtype=np.float32).reshape(8, 16))
+    buf, out = memory.alloc(512), memory.alloc(512)
+    return Scenario(read_back_unwaited, (x, buf, out), (1,), memory, HardwareConfig())
+"""
+HAZARD_LINE = next(n for n, text in enumerate(HAZARD_LAUNCH.splitlines(), 1) if "back =" in text)
 
 
 @pytest.fixture
@@ -50,6 +72,7 @@ def test_plugin_is_registered_by_its_entry_point_and_imports_nothing_heavy():
 
 def test_fixture_records_runs_and_its_assertions_fail_with_the_findings(inner):
     (inner.path / "kernels.py").write_text(HELPER_KERNEL.read_text())
+    (inner.path / "hazard_launch.py").write_text(HAZARD_LAUNCH)
     inner.makepyfile(
         test_kernels=f"""
         import os
@@ -80,6 +103,13 @@ def test_fixture_records_runs_and_its_assertions_fail_with_the_findings(inner):
             assert slow.end_cycle > fast.end_cycle and slow.trace != fast.trace
             fast.assert_no_findings(min_saving=0.2)
 
+        def test_a_hazard_fails_whatever_its_size(kbdebug):
+            run = kbdebug("hazard_launch.py:launch")
+            assert [h.rule for h in run.hazards] == ["KB201"]
+            with pytest.raises(AssertionError, match="kbdebug: 1 hazard in") as failed:
+                run.assert_no_findings(min_saving=0.99)
+            assert "KB201 hazard_launch.py:{HAZARD_LINE}  read-after-write" in str(failed.value)
+
         def test_a_bad_setting_fails_in_one_line(kbdebug):
             kbdebug("decode_prefetch", n_tilez=4)
 
@@ -91,8 +121,8 @@ def test_fixture_records_runs_and_its_assertions_fail_with_the_findings(inner):
     line = next(n for n, text in enumerate(source, 1) if "# expect: KB102" in text)
     caller = next(n for n, text in enumerate(source, 1) if "# expect-call" in text)
     result = inner.runpytest()
-    result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(["*kbdebug('decode_prefetch'): kbdebug() n_tilez: not a param*"])
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(["*kbdebug('decode_prefetch'): setting n_tilez: not a param*"])
     result.stdout.fnmatch_lines(
         [
             "*kbdebug: 1 finding in *kernels.launch_bug.kbt:",

@@ -10,12 +10,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
+import kernels_hazards as kh
 import pytest
 
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.finding import RULES
+from kbdebug.analysis.hazards import HAZARD_RULES
 from kbdebug.cli import main
-from kbdebug.export import github, review
+from kbdebug.export import github
 from kbdebug.export.markdown import md_text
 from kbdebug.launch.launcher import load
 from kbdebug.replay import Replay
@@ -34,7 +36,7 @@ COMMAND = re.compile(
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory) -> dict[str, Path]:
     """Bundled traces (one PE with two findings, four PEs, one clean), one with a finding
-    inside a helper, and one cut short."""
+    inside a helper, one with a hazard across two PEs, and one cut short."""
     root = tmp_path_factory.mktemp("formats")
     helper = root / "helper.kbt"
     load(f"{HELPER_KERNEL}:launch_bug").builder().run(trace=helper)
@@ -42,6 +44,7 @@ def traces(tmp_path_factory) -> dict[str, Path]:
     whole = (BUNDLED / "flawed_prefetch.kbt").read_bytes()
     cut.write_bytes(whole[: len(whole) // 2])
     return {
+        "hazard": kh.record(kh.raw_across_bug, root / "hazard.kbt", pes=2),
         "flawed": BUNDLED / "flawed_prefetch.kbt",
         "ring": BUNDLED / "ring_attention.kbt",
         "clean": BUNDLED / "decode_prefetch.kbt",
@@ -65,7 +68,7 @@ def findings_json(capsys, path) -> list[dict]:
 # --- SARIF ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["flawed", "ring", "clean", "helper", "cut"])
+@pytest.mark.parametrize("name", ["flawed", "ring", "clean", "helper", "hazard", "cut"])
 def test_sarif_is_valid_against_the_2_1_0_schema(traces, capsys, name):
     status, out, err = report(capsys, traces[name], "--format", "sarif")
     assert status == 0, err
@@ -78,13 +81,14 @@ def test_sarif_is_valid_against_the_2_1_0_schema(traces, capsys, name):
 def test_sarif_has_one_rule_per_code_with_help_and_level(traces, capsys):
     _, out, _ = report(capsys, traces["flawed"], "--format", "sarif")
     rules = json.loads(out)["runs"][0]["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules] == sorted(RULES)
+    names = {**RULES, **HAZARD_RULES}
+    assert [r["id"] for r in rules] == sorted(names)
     for r in rules:
-        assert r["name"] == RULES[r["id"]]
+        assert r["name"] == names[r["id"]]
         assert r["shortDescription"]["text"] and r["help"]["text"]
     levels = {r["id"]: r["defaultConfiguration"]["level"] for r in rules}
     assert levels["KB102"] == "warning" and levels["KB106"] == "note"
-    assert review.level("KB201") == "error"
+    assert levels["KB201"] == levels["KB202"] == levels["KB203"] == "error"
 
 
 def test_sarif_result_is_at_the_helper_line_with_its_caller_saving_and_id(traces, capsys):
@@ -112,6 +116,22 @@ def test_sarif_of_a_run_that_did_not_complete_says_so(traces, capsys):
     assert "did not complete" in invocation["toolExecutionNotifications"][0]["message"]["text"]
 
 
+def test_a_hazard_is_an_error_at_its_second_access_with_the_first_and_the_fix_related(
+    traces, capsys
+):
+    (hazard,) = Analysis(Replay.open(traces["hazard"], cache=False)).hazards
+    _, out, _ = report(capsys, traces["hazard"], "--format", "sarif")
+    (result,) = json.loads(out)["runs"][0]["results"]
+    assert result["ruleId"] == "KB201" and result["level"] == "error"
+    lines = [r["physicalLocation"]["region"]["startLine"] for r in result["relatedLocations"]]
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == kh.line_of(
+        kh.raw_across_bug, "second"
+    )
+    assert lines == [kh.line_of(kh.raw_across_bug, "first"), hazard.fix_loc.line]
+    assert result["partialFingerprints"] == {"kbdebugFindingId/v1": hazard.id}
+    assert result["properties"]["pes"] == [0, 1] and result["properties"]["acrossPes"]
+
+
 # --- GitHub annotations -------------------------------------------------------------------
 
 
@@ -125,6 +145,13 @@ def test_github_lines_are_workflow_commands_at_the_findings_lines(traces, capsys
         assert line.startswith(f"::warning file={f['loc']['file']},line={f['loc']['line']},")
         assert "title=KB102 wait-right-after-issue" in line
         assert f"{f['saving']:,} cycles" in line
+
+
+def test_github_annotates_a_hazard_as_an_error(traces, capsys):
+    (line,) = report(capsys, traces["hazard"], "--format", "github")[1].splitlines()
+    second = kh.line_of(kh.raw_across_bug, "second")
+    assert COMMAND.fullmatch(line)
+    assert line.startswith(f"::error file=tests/kernels_hazards.py,line={second},title=KB201")
 
 
 def test_github_escapes_as_the_actions_toolkit_does():
@@ -195,6 +222,17 @@ def test_junit_fails_only_what_the_gate_counts(traces, capsys):
     assert "KB102" in suite.find("testcase/system-out").text
     clean = ET.fromstring(report(capsys, traces["clean"], "--format", "junit")[1])
     assert clean.get("failures") == "0" and clean.find("testsuite/testcase") is not None
+
+
+def test_junit_fails_each_pe_of_a_hazard_whatever_the_gate(traces, capsys):
+    _, out, _ = report(capsys, traces["hazard"], "--format", "junit", "--fail-on", "KB104")
+    suite = ET.fromstring(out).find("testsuite")
+    assert suite.get("tests") == suite.get("failures") == "2"
+    failure = suite.find("testcase/failure")
+    assert failure.get("type") == "KB201" and failure.get("message") == "1 hazard"
+    assert f"kernels_hazards.py:{kh.line_of(kh.raw_across_bug, 'second')}" in failure.text
+    rows = report(capsys, traces["hazard"], "--format", "markdown")[1].splitlines()
+    assert [r.split(" | ")[3] for r in rows if r.startswith("| KB")] == ["hazard"]
 
 
 def test_junit_of_a_run_that_did_not_complete_is_an_error(traces, capsys):

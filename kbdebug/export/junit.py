@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from kbdebug.analysis.gate import Gate, one_line
 from kbdebug.export import review
-from kbdebug.export.report_text import findings_lines
 from kbdebug.safe_text import escape
 
 if TYPE_CHECKING:
     from kbdebug.analysis import Analysis
     from kbdebug.analysis.finding import Finding
+    from kbdebug.analysis.hazards import Hazard
 
 
 def to_junit(analysis: Analysis, trace: str, gate: Gate | None = None) -> str:
@@ -35,7 +35,6 @@ def to_junit(analysis: Analysis, trace: str, gate: Gate | None = None) -> str:
         counted = {f.id for f, _ in gate.matched}
     reason = analysis.incomplete
     pes = [b.pe for b in bounds] or list(range(summary.n_pes))
-    n_pes = len(bounds) or summary.n_pes
 
     suite = ET.Element("testsuite", name=f"kbdebug {kernel} ({escape(trace, 1024)})")
     properties = ET.SubElement(suite, "properties")
@@ -57,7 +56,7 @@ def to_junit(analysis: Analysis, trace: str, gate: Gate | None = None) -> str:
         failing = [
             f for f in here if counted is None or f.id in counted or review.is_hazard_rule(f.rule)
         ]
-        text = _listed(failing, analysis, n_pes)
+        text = _listed(failing, analysis)
         if reason is not None:
             errors += 1
             error = ET.SubElement(
@@ -73,7 +72,7 @@ def to_junit(analysis: Analysis, trace: str, gate: Gate | None = None) -> str:
         others = [f for f in here if f not in failing]
         if others:
             ET.SubElement(case, "system-out").text = (
-                "findings below the --fail-on gate:\n" + _listed(others, analysis, n_pes)
+                "findings below the --fail-on gate:\n" + _listed(others, analysis)
             )
     suite.set("tests", str(len(pes)))
     suite.set("failures", str(failures))
@@ -88,14 +87,18 @@ def to_junit(analysis: Analysis, trace: str, gate: Gate | None = None) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _headline(findings: list[Finding]) -> str:
-    n = len(findings)
-    largest = max((f.saving for f in findings), default=0)
-    text = f"{n} finding{'s' if n != 1 else ''}"
-    return f"{text}, the largest est. saving {largest:,} cycles" if largest else text
+def _headline(items: list[Finding | Hazard]) -> str:
+    hazards = sum(review.is_hazard_rule(f.rule) for f in items)
+    findings = len(items) - hazards
+    parts = [f"{hazards} hazard{'s' if hazards != 1 else ''}"] if hazards else []
+    if findings:
+        largest = max(f.saving for f in items)
+        parts.append(
+            f"{findings} finding{'s' if findings != 1 else ''}, the largest est. saving "
+            f"{largest:,} cycles"
+        )
+    return ", ".join(parts)
 
 
-def _listed(findings: list[Finding], analysis: Analysis, n_pes: int) -> str:
-    if not findings:
-        return ""
-    return "\n".join(findings_lines(findings, analysis.bounds, n_pes)) + "\n"
+def _listed(items: list[Finding | Hazard], analysis: Analysis) -> str:
+    return review.listed(items, analysis) + "\n" if items else ""

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.finding import RULES
 from kbdebug.analysis.gate import percent
+from kbdebug.analysis.hazards import HAZARD_RULES, Hazard
 from kbdebug.analysis.select import share_of
+from kbdebug.safe_text import escape
 
 if TYPE_CHECKING:
     from kbdebug.analysis import Analysis
@@ -105,6 +107,27 @@ RULE_HELP = {
         "Move fewer bytes (tiling, reuse) or spread the traffic over more stacks or over "
         "time.",
     ),
+    "KB201": RuleHelp(
+        "A load and a store of overlapping bytes that no wait or message orders: the "
+        "load may read the old or the new bytes.",
+        "A store and a later load of overlapping HBM bytes, on one PE or across PEs, with "
+        "no wait (and no waited message) ordering the store's landing before the load's "
+        "read: the value read depends on timing. Wait on the store (or send after the "
+        "waited store) before the load; the suggestion names the latest point that orders "
+        "them. The line named is the second access.",
+    ),
+    "KB202": RuleHelp(
+        "A store may land over bytes before a load that no wait orders has read them.",
+        "A load and a later store of overlapping HBM bytes with nothing ordering the "
+        "load's read before the store's landing: the load may read the new bytes. Wait on "
+        "the load before the store. The line named is the second access.",
+    ),
+    "KB203": RuleHelp(
+        "Two stores to overlapping bytes that no wait orders: which lands last depends on timing.",
+        "Two stores of overlapping HBM bytes with nothing ordering their landings: the bytes "
+        "left depend on timing. Wait on the first store before the second. The line named is "
+        "the second store.",
+    ),
 }
 
 
@@ -136,21 +159,57 @@ def ranked(analysis: Analysis) -> list[Finding]:
     return sorted(analysis.findings, key=lambda f: (-f.saving, -share_of(f, bounds), f.pe, f.id))
 
 
-def hazards(analysis: Analysis) -> list[Finding]:
-    """The hazards (KB2xx), when this analysis finds them; an empty list otherwise."""
-    return list(getattr(analysis, "hazards", None) or ())
+def hazards(analysis: Analysis) -> list[Hazard]:
+    """The hazards (KB2xx): results that depend on timing, listed before the findings."""
+    return list(analysis.hazards)
 
 
 def all_rules(analysis: Analysis) -> list[tuple[str, str]]:
-    """(code, name) of every rule a result may name: each KB rule, then any hazard rule
-    of this trace the table does not know."""
-    rules = dict(RULES)
+    """(code, name) of every rule a result may name: each KB rule, hazards' included, and
+    any rule of this trace's hazards the tables do not know."""
+    rules = {**RULES, **HAZARD_RULES}
     for h in hazards(analysis):
         rules.setdefault(h.rule, h.title)
     return sorted(rules.items())
 
 
-def caller_of(f: Finding) -> SourceLoc | None:
+def hazard_lines(hazard: Hazard) -> list[str]:
+    """A hazard as the text report lists a finding: rule, lines, what happened, the fix
+    and its id, escaped."""
+    first, second = hazard.first, hazard.second
+    pes = f"across PEs {first.pe} and {second.pe}" if hazard.across_pes else f"on PE {second.pe}"
+    times = f"{hazard.count:,} time{'s' if hazard.count != 1 else ''}"
+    return [
+        f"  {escape(hazard.rule, 16)} {escape(_loc_text(second.loc), 512)}  "
+        f"{escape(hazard.title, 64)}",
+        f"      {pes}; {times}; {escape(hazard.where, 256)}",
+        f"      first {escape(first.op, 32)} at {escape(_loc_text(first.loc), 512)}, then "
+        f"{escape(second.op, 32)} at {escape(_loc_text(second.loc), 512)}",
+        f"      {escape(hazard.message)}",
+        f"      fix: {escape(hazard.suggestion)}",
+        f"      id: {escape(hazard.id, 512)}",
+    ]
+
+
+def listed(items: list[Finding | Hazard], analysis: Analysis) -> str:
+    """Hazards and findings as the text report lists them, one line each, escaped."""
+    from kbdebug.export.report_text import findings_lines
+
+    n_pes = len(analysis.bounds) or analysis.summary.n_pes
+    lines = []
+    for item in items:
+        if isinstance(item, Hazard):
+            lines += hazard_lines(item)
+        else:
+            lines += findings_lines([item], analysis.bounds, n_pes)
+    return "\n".join(lines)
+
+
+def _loc_text(loc: SourceLoc | None) -> str:
+    return "?" if loc is None else f"{loc.file}:{loc.line}"
+
+
+def caller_of(f: Finding | Hazard) -> SourceLoc | None:
     """The kernel line that called the helper holding the finding's line (None outside one)."""
     return f.call_loc or (f.loc.caller if f.loc is not None else None)
 
@@ -160,15 +219,15 @@ def in_source(loc: SourceLoc | None) -> bool:
     return loc is not None and loc.line >= 1 and bool(loc.file) and not loc.file.startswith("<")
 
 
-def saving_text(f: Finding, analysis: Analysis) -> str:
+def saving_text(f: Finding | Hazard, analysis: Analysis) -> str:
     """``est. saving 4,120 cycles (18 % of the PE's kernel time)``; hazards have none."""
     if is_hazard_rule(f.rule):
-        return "a timing-dependent result (no saving: fix it whatever its size)"
+        return "timing-dependent: fix it whatever its size"
     share = share_of(f, analysis.bounds)
     return f"est. saving {f.saving:,} cycles ({percent(share)} of the kernel time)"
 
 
-def pes_text(f: Finding) -> str:
+def pes_text(f: Finding | Hazard) -> str:
     """``PE 0``, ``PEs 0, 1, 2`` or ``64 PEs``: where the finding holds."""
     pes = f.pes or (f.pe,)
     if len(pes) == 1:

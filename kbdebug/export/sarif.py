@@ -23,6 +23,7 @@ from kbdebug.export import review
 if TYPE_CHECKING:
     from kbdebug.analysis import Analysis
     from kbdebug.analysis.finding import Finding
+    from kbdebug.analysis.hazards import Hazard
 
 VERSION = "2.1.0"
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -39,9 +40,8 @@ def to_sarif(analysis: Analysis, trace: str) -> dict[str, Any]:
     findings, largest estimated saving first."""
     rules = review.all_rules(analysis)
     index = {code: i for i, (code, _) in enumerate(rules)}
-    results = [
-        _result(f, analysis, index) for f in [*review.hazards(analysis), *review.ranked(analysis)]
-    ]
+    results = [_hazard_result(h, index) for h in review.hazards(analysis)]
+    results += [_result(f, analysis, index) for f in review.ranked(analysis)]
     reason = analysis.incomplete
     invocation: dict[str, Any] = {"executionSuccessful": reason is None}
     if reason is not None:
@@ -131,6 +131,41 @@ def _result(f: Finding, analysis: Analysis, index: dict[str, int]) -> dict[str, 
     for other in f.also:
         if review.in_source(other):
             related.append(_location(other, "another line the same fix changes"))
+    if related:
+        result["relatedLocations"] = [{"id": i + 1, **r} for i, r in enumerate(related)]
+    return result
+
+
+def _hazard_result(h: Hazard, index: dict[str, int]) -> dict[str, Any]:
+    """A hazard at its second access, the first access and the fix's line related."""
+    text = f"{h.rule} {h.title}: {h.message}; fix: {h.suggestion}"
+    result: dict[str, Any] = {
+        "ruleId": h.rule,
+        "ruleIndex": index[h.rule],
+        "level": review.level(h.rule),
+        "message": {"text": _bounded(text)},
+        "partialFingerprints": {FINGERPRINT: h.id},
+        "properties": {
+            "findingId": h.id,
+            "lineId": h.line_id,
+            "pes": list(h.pes),
+            "acrossPes": h.across_pes,
+            "bytes": _bounded(h.where),
+            "outcome": _bounded(h.outcome),
+            "count": int(h.count),
+            "suggestion": _bounded(h.suggestion),
+        },
+    }
+    if review.in_source(h.second.loc):
+        result["locations"] = [_location(h.second.loc)]
+    related = [
+        _location(loc, what)
+        for loc, what in (
+            (h.first.loc, f"the first access ({h.first.op} on PE {h.first.pe})"),
+            (h.fix_loc, f"the wait to add goes above this line (PE {h.fix_pe})"),
+        )
+        if review.in_source(loc)
+    ]
     if related:
         result["relatedLocations"] = [{"id": i + 1, **r} for i, r in enumerate(related)]
     return result
