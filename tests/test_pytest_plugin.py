@@ -36,6 +36,17 @@ def launch():
     x = memory.put(np.arange(128, dtype=np.float32).reshape(8, 16))
     buf, out = memory.alloc(512), memory.alloc(512)
     return Scenario(read_back_unwaited, (x, buf, out), (1,), memory, HardwareConfig())
+
+
+def raises_midway(tl, x, buf, out):
+    tl.load(x, (8, 16), "f32")
+    raise ValueError("boom")
+
+
+def launch_raises():
+    scenario = launch()
+    scenario.kernel = raises_midway
+    return scenario
 """
 HAZARD_LINE = next(n for n, text in enumerate(HAZARD_LAUNCH.splitlines(), 1) if "back =" in text)
 
@@ -110,6 +121,13 @@ def test_fixture_records_runs_and_its_assertions_fail_with_the_findings(inner):
                 run.assert_no_findings(min_saving=0.99)
             assert "KB201 hazard_launch.py:{HAZARD_LINE}  read-after-write" in str(failed.value)
 
+        def test_a_kernel_error_is_the_runs_not_an_exception(kbdebug):
+            run = kbdebug("hazard_launch.py:launch_raises")
+            assert not run.complete and run.status == "error" and "boom" in run.error
+            assert run.efficiency is None
+            with pytest.raises(AssertionError, match="did not complete .error.: .*boom"):
+                run.assert_efficiency(at_least=0.5)
+
         def test_a_bad_setting_fails_in_one_line(kbdebug):
             kbdebug("decode_prefetch", n_tilez=4)
 
@@ -121,7 +139,7 @@ def test_fixture_records_runs_and_its_assertions_fail_with_the_findings(inner):
     line = next(n for n, text in enumerate(source, 1) if "# expect: KB102" in text)
     caller = next(n for n, text in enumerate(source, 1) if "# expect-call" in text)
     result = inner.runpytest()
-    result.assert_outcomes(passed=3, failed=2)
+    result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(["*kbdebug('decode_prefetch'): setting n_tilez: not a param*"])
     result.stdout.fnmatch_lines(
         [
