@@ -67,7 +67,7 @@ def _annotation(f: Finding, analysis: Analysis) -> str:
     if review.in_source(f.loc):
         properties = {"file": f.loc.file, "line": str(f.loc.line)}
     properties["title"] = f"{f.rule} {f.title} ({review.pes_text(f)})"
-    message = f"{f.message}; fix: {f.suggestion} ({review.saving_text(f, analysis)}; id {f.id})"
+    message = f"{f.message}; fix: {f.suggestion}; {review.saving_text(f, analysis)}; id {f.id}"
     return _command(COMMAND[review.level(f.rule)], properties, message)
 
 

@@ -220,11 +220,11 @@ def in_source(loc: SourceLoc | None) -> bool:
 
 
 def saving_text(f: Finding | Hazard, analysis: Analysis) -> str:
-    """``est. saving 4,120 cycles (18 % of the PE's kernel time)``; hazards have none."""
+    """``est. saving 4,120 cycles, 18 % of the kernel time``; hazards have none."""
     if is_hazard_rule(f.rule):
         return "timing-dependent: fix it whatever its size"
     share = share_of(f, analysis.bounds)
-    return f"est. saving {f.saving:,} cycles ({percent(share)} of the kernel time)"
+    return f"est. saving {f.saving:,} cycles, {percent(share)} of the kernel time"
 
 
 def pes_text(f: Finding | Hazard) -> str:

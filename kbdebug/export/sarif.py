@@ -101,8 +101,8 @@ def _rule(code: str, name: str) -> dict[str, Any]:
 
 def _result(f: Finding, analysis: Analysis, index: dict[str, int]) -> dict[str, Any]:
     text = (
-        f"{f.rule} {f.title} on {review.pes_text(f)}: {f.message}; fix: {f.suggestion} "
-        f"({review.saving_text(f, analysis)})"
+        f"{f.rule} {f.title} on {review.pes_text(f)}: {f.message}; fix: {f.suggestion}; "
+        f"{review.saving_text(f, analysis)}"
     )
     result: dict[str, Any] = {
         "ruleId": f.rule,
