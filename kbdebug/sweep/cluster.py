@@ -9,8 +9,11 @@ must be at the same path on every node, as must ``--traces DIR``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -105,7 +108,14 @@ class RayBackend:
         remote = ray.remote(num_cpus=1, max_calls=MAX_CALLS_PER_WORKER, max_retries=0)(_ray_point)
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         window = max(2, cpus * IN_FLIGHT_PER_CPU)
-        waiting = list(reversed(tasks))
+        # Temporary traces go to one folder, removed at the end with whatever a worker that
+        # died left there (its trace's header, the events still in its buffer lost): on
+        # this machine; a worker elsewhere makes the folder of that name on its own.
+        scratch = tempfile.mkdtemp(prefix="kbdebug-sweep-")
+        waiting = [
+            dataclasses.replace(t, scratch_dir=scratch) if t.trace_path is None else t
+            for t in reversed(tasks)
+        ]
         running: dict[Any, PointTask] = {}
         try:
             while waiting or running:
@@ -123,6 +133,8 @@ class RayBackend:
             for row in _cancel(ray, running):
                 on_row(row)
             raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _result(ray: Any, ref: Any, task: PointTask) -> Row:

@@ -188,6 +188,8 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
             handle = out.open("wb", buffering=0)
             path = str(out.path)
         else:
+            if task.scratch_dir is not None:
+                os.makedirs(task.scratch_dir, exist_ok=True)  # a Ray worker on another machine
             fd, path = tempfile.mkstemp(
                 prefix="kbdebug-sweep-", suffix=".kbt", dir=task.scratch_dir
             )
