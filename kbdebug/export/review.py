@@ -15,6 +15,7 @@ from kbdebug.analysis.finding import RULES
 from kbdebug.analysis.gate import percent
 from kbdebug.analysis.hazards import HAZARD_RULES, Hazard
 from kbdebug.analysis.select import share_of
+from kbdebug.export.report_text import findings_lines
 from kbdebug.safe_text import escape
 
 if TYPE_CHECKING:
@@ -193,8 +194,6 @@ def hazard_lines(hazard: Hazard) -> list[str]:
 
 def listed(items: list[Finding | Hazard], analysis: Analysis) -> str:
     """Hazards and findings as the text report lists them, one line each, escaped."""
-    from kbdebug.export.report_text import findings_lines
-
     n_pes = len(analysis.bounds) or analysis.summary.n_pes
     lines = []
     for item in items:

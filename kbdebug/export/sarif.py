@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from kbdebug.analysis.hazards import Hazard
 
 VERSION = "2.1.0"
-SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
 #: The base the results' relative paths resolve against: the checkout's root in CI.
 SRCROOT = "SRCROOT"
 #: The key of the edit-proof id in ``partialFingerprints``.
