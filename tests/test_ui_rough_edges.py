@@ -163,9 +163,11 @@ async def test_breakpoint_list_shows_its_whole_syntax_and_when_it_is_empty():
         for part in ("[pe P]", "[PHASE]", "[RULE]"):
             assert part in shown
         assert dialog.query_one("#empty").display
-        # The box has the keyboard: the keys line says what works there.
+        # The list has the keyboard, empty or not: the keys line says what works there.
+        assert "a add" in str(dialog.query_one("#keys", Label).render())
+        await pilot.press(*"wait >= 500")
         assert "Enter adds" in str(dialog.query_one("#keys", Label).render())
-        await pilot.press(*"wait >= 500", "enter")
+        await pilot.press("enter")
         assert isinstance(app.replay.breakpoints[0], StalledWait)
         assert not dialog.query_one("#empty").display
         assert isinstance(app.focused, OptionList)
@@ -175,6 +177,22 @@ async def test_breakpoint_list_shows_its_whole_syntax_and_when_it_is_empty():
         assert dialog.query_one("#empty").display
         await pilot.press("escape")
         assert "no breakpoints left" in header(app)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+async def test_a_then_a_condition_adds_it_with_or_without_breakpoints(existing):
+    replay = fresh("flawed_prefetch")
+    if existing:
+        replay.breakpoints.append(SourceLine(file=None, line=86))
+    app = KbdebugApp(replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("B")
+        assert isinstance(app.focused, OptionList)
+        await pilot.press("a", *"wait >= 840", "enter")
+        assert "not a breakpoint" not in str(app.screen.query_one("#error").render())
+        added = replay.breakpoints[-1]
+        assert isinstance(added, StalledWait) and added.min_stall == 840
 
 
 # --- findings --------------------------------------------------------------------------

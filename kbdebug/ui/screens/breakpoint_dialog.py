@@ -15,6 +15,9 @@ from kbdebug.replay import Breakpoint, Replay
 from kbdebug.safe_text import escape
 from kbdebug.ui.screens.bpspec import SYNTAX, parse_breakpoint
 
+#: Characters the list acts on itself (its bindings) rather than passing to the box.
+_LIST_KEYS = (" ", "a", "d")
+
 
 class BreakpointDialog(ModalScreen[bool]):
     """Edits ``replay.breakpoints`` in place; dismissed with whether anything changed."""
@@ -44,7 +47,7 @@ class BreakpointDialog(ModalScreen[bool]):
     BreakpointDialog OptionList {
         height: auto;
         max-height: 12;
-        min-height: 1;
+        min-height: 0;
         border: none;
         padding: 0;
     }
@@ -88,10 +91,13 @@ class BreakpointDialog(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "Breakpoints"
-            yield Label("no breakpoints yet: type one below and press Enter", id="empty")
+            yield Label("no breakpoints yet: type one (or a, then one) and press Enter", id="empty")
             yield OptionList(*self._options())
             yield Label(self.LIST_KEYS, id="keys", classes="hint", markup=False)
-            yield Input(placeholder="add: wait >= 500 pe 0   line 86   future 12 ready")
+            yield Input(
+                placeholder="add: wait >= 500 pe 0   line 86   future 12 ready",
+                select_on_focus=False,
+            )
             # Not markup: the syntax's [optional parts] would vanish as style tags.
             yield Label(SYNTAX, classes="hint", markup=False)
             yield Label("", id="error", markup=False)
@@ -101,20 +107,35 @@ class BreakpointDialog(ModalScreen[bool]):
         self._show_empty()
         if options.option_count:
             options.highlighted = 0
-            options.focus()
-        else:
-            self.query_one(Input).focus()
+        # The list has the keyboard whether or not it is empty: "a" then a condition adds
+        # a breakpoint either way (in the box, that "a" was the condition's first letter).
+        options.focus()
+
+    def on_key(self, event: events.Key) -> None:
+        # A condition typed straight away (no "a" first) goes into the box all the same.
+        box = self.query_one(Input)
+        if (
+            isinstance(self.focused, OptionList)
+            and event.is_printable
+            and event.character not in _LIST_KEYS
+        ):
+            event.stop()
+            event.prevent_default()
+            box.focus()
+            box.insert_text_at_cursor(event.character)
 
     def _show_empty(self) -> None:
-        empty = not self.replay.breakpoints
-        self.query_one("#empty").display = empty
-        self.query_one(OptionList).display = not empty
+        self.query_one("#empty").display = not self.replay.breakpoints
+        self._show_keys(self.focused)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._show_keys(event.widget)
+
+    def _show_keys(self, focused: object) -> None:
         # The keys that work depend on where the keyboard is: typing "a" into the box
         # must not look like the way to add.
-        keys = self.LIST_KEYS
-        if isinstance(event.widget, Input):
+        keys = self.LIST_KEYS if self.replay.breakpoints else "a add (or just type) · esc close"
+        if isinstance(focused, Input):
             keys = self.INPUT_KEYS if self.replay.breakpoints else "Enter adds · esc close"
         self.query_one("#keys", Label).update(keys)
 
@@ -159,8 +180,6 @@ class BreakpointDialog(ModalScreen[bool]):
             self.replay.breakpoints.remove(bp)
             self.changed = True
             self._refresh_list(max(k - 1, 0))
-            if not self.replay.breakpoints:
-                self.query_one(Input).focus()
 
     def action_add(self) -> None:
         self.query_one(Input).focus()
