@@ -102,6 +102,20 @@ async def test_stalled_wait_breakpoint_stops_in_the_focused_run_and_the_other_fo
         assert not b.breakpoints  # the breakpoint is A's
 
 
+async def test_a_stop_at_a_blocking_load_is_named_a_load_in_compare():
+    app = CompareApp(
+        Replay.open(TRACES / "decode_blocking.kbt"), Replay.open(TRACES / "decode_prefetch.kbt")
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("w", "c")
+        a_part = app.status.split("·")[0]
+        assert a_part.startswith(
+            "A: stopped at a blocking tl.load stalled 543 cycles at attention.py:"
+        )
+        assert "tl.wait" not in a_part
+
+
 async def test_flip_makes_the_keys_move_b_and_a_follow(app):
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)

@@ -535,7 +535,7 @@ async def test_a_trace_given_by_path_loads_in_a_worker_behind_a_progress_bar():
         assert not app.query(LoadingPanel)
         assert app.replay is not None and app.replay.n_events > 0
         await pilot.press("w", "c")
-        assert "stopped where a blocking tl.load stalled" in header(app)
+        assert "stopped at a blocking tl.load stalled" in header(app)
 
 
 async def test_a_stop_at_a_blocking_loads_wait_says_it_is_a_blocking_tl_load():
@@ -553,7 +553,7 @@ async def test_a_stop_at_a_blocking_loads_wait_says_it_is_a_blocking_tl_load():
         await opened(app, pilot)
         await pilot.press("w", "c")
         assert app.status.startswith(
-            f"stopped where a blocking tl.load stalled {stall:,} cycles "
+            f"stopped at a blocking tl.load stalled {stall:,} cycles "
             f"at attention.py:{loc.line}: PE 0, future {future}"
         )
         assert "tl.wait" not in app.status

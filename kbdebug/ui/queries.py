@@ -359,7 +359,7 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
         if blocking_load(replay, future):
             # A blocking load waits inside the call: its line has no tl.wait to point at.
             return (
-                f"stopped where a blocking tl.load stalled {stall:,} cycles{where}: "
+                f"stopped at a blocking tl.load stalled {stall:,} cycles{where}: "
                 f"PE {pe}, future {future}"
             )
         waits = f"PE {pe} waits {stall:,} cycles for future {future}"
