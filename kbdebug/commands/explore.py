@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from emulator.config import MAX_PERTURB_SEED, HardwareConfig
@@ -154,25 +158,28 @@ def run(args: argparse.Namespace) -> int:
         label="explore",
         unit="runs",
     )
-    exploration: Exploration | None = None
+    # Ctrl+C during the nominal run stops at once (nothing to report yet); during the
+    # others it stops the runs still going and reports those that finished.
+    try:
+        progress.draw(force=True)
+        with _sigterm_interrupts():
+            nominal = run_point(task(0))
+    finally:
+        progress.clear()
+    if nominal.outcome == REFUSED:
+        raise UserError(nominal.message or "the launch was refused")
+    progress.row(True)
+    exploration = Exploration(launcher.name, command, seeds, bounds, nominal)
+
+    def on_row(row) -> None:
+        exploration.rows[row.index] = row
+        progress.row(not differences(nominal, row))
+
     try:
         with StopRequest().installed() as stop:
-            nominal = run_point(task(0))
-            if nominal.outcome == REFUSED:
-                raise UserError(nominal.message or "the launch was refused")
-            progress.row(True)
-            exploration = Exploration(launcher.name, command, seeds, bounds, nominal)
-
-            def on_row(row) -> None:
-                exploration.rows[row.index] = row
-                progress.row(not differences(exploration.nominal, row))
-
-            backend_for(args.cluster, jobs).run(
-                [task(seed) for seed in seeds], on_row, progress.tick, stop
-            )
+            backend = backend_for(args.cluster, jobs)
+            backend.run([task(seed) for seed in seeds], on_row, progress.tick, stop)
     except KeyboardInterrupt:
-        if exploration is None:
-            raise
         exploration.interrupted = True
     finally:
         progress.clear()
@@ -225,3 +232,24 @@ def _kept_path(name: str, seed: int) -> Path:
         n += 1
         path = Path(f"{stem}-{n}.kbt")
     return path
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl+C does (the run removes its trace, the
+    command says it was interrupted and exits 130), unless whoever started us ignores it."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -174,7 +174,11 @@ class Exploration:
     def _counts_line(self) -> str:
         differing = self.differing()
         finished = len(self.rows)
-        of = f"{finished} of {len(self.seeds)} finished" if self.interrupted else f"{finished}"
+        of = (
+            f"the {finished} runs that finished (of {len(self.seeds)})"
+            if self.interrupted
+            else f"{finished}"
+        )
         kinds: dict[str, int] = {}
         for _, _, found in differing:
             for kind in found:
@@ -189,7 +193,7 @@ class Exploration:
         if timing:
             cycles = [r.end_cycle for r in timing if r.end_cycle is not None]
             spread = f" {min(cycles):,}..{max(cycles):,}" if cycles else ""
-            head += f"; {len(timing)} gave its result at end cycles{spread} (timing only)"
+            head += f"; {len(timing)} gave the nominal result at end cycles{spread} (timing only)"
         return head
 
     def _table(self, differing: list[tuple[int, Row, list[str]]]) -> str:
