@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emulator.trace.schema import Kind
+from kbdebug.analysis.hazard_clocks import SendClocks
 from kbdebug.replay.tables import TraceIndex
 
 #: Ops that read HBM and ops that write it (a composite's own transfers included).
@@ -34,8 +34,10 @@ LOAD_OPS = ("load", "load_async", "composite.load")
 STORE_OPS = ("store", "composite.store")
 #: A composite call's own command (its transfers follow it on its PE).
 COMPOSITE_OP = "composite"
-#: Candidate pairs checked per numpy batch (bounds the memory of a dense overlap).
-BATCH_PAIRS = 1 << 21
+#: Earlier accesses of one PE an access is paired with when unordered, at most (the
+#: most recent): a racy loop pairs each store with every earlier one, and the lines are
+#: named by the first few.
+MAX_EARLIER = 32
 #: "Never" as an event index (an access never waited is never known to be over).
 NEVER = np.iinfo(np.int64).max
 
@@ -133,47 +135,20 @@ def _enclosing_composite(index, composite_op, cmd, pe, issue, candidates) -> np.
     return out
 
 
-def overlapping_pairs(acc: Accesses):
-    """Batches of (x, y): rows of every pair of accesses to overlapping bytes, at least
-    one a store, each pair once. Sorted by start address, an access overlaps exactly
-    the later-sorted accesses that start before its end."""
-    n = len(acc)
-    if n < 2:
-        return
-    order = np.lexsort((acc.issue, acc.lo))
-    lo, hi, write = acc.lo[order], acc.hi[order], acc.write[order]
-    end = np.searchsorted(lo, hi, side="left")  # sorted positions < end start inside
-    start = np.arange(1, n + 1)
-    stores = np.flatnonzero(write)
-    # A store meets every access after it; a load only the stores after it.
-    count = np.where(
-        write,
-        np.maximum(end - start, 0),
-        np.maximum(np.searchsorted(stores, end) - np.searchsorted(stores, start - 1, "right"), 0),
-    )
-    rows = np.flatnonzero(count)
-    if not len(rows):
-        return
-    cum = np.cumsum(count[rows])
-    first = 0
-    while first < len(rows):
-        base = cum[first - 1] if first else 0
-        last = int(np.searchsorted(cum, base + BATCH_PAIRS, side="right"))
-        last = max(last, first + 1)
-        chunk = rows[first:last]
-        counts = count[chunk]
-        x = np.repeat(chunk, counts)
-        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        from_store = np.repeat(write[chunk], counts)
-        # For a store, its k-th follower; for a load, its k-th following store.
-        load_first = np.searchsorted(stores, np.repeat(chunk, counts), side="right")
-        y = np.where(
-            from_store,
-            x + 1 + offsets,
-            stores[np.minimum(load_first + offsets, max(len(stores) - 1, 0))],
-        )
-        yield order[x], order[y]
-        first = last
+def _incidences(acc: Accesses) -> tuple[np.ndarray, np.ndarray]:
+    """(segment, access row) of every access over every elementary segment it covers
+    (the address space cut at every access's ends), only for segments that a store and
+    at least one other access cover: where a hazard can be. Sorted by segment."""
+    bounds = np.unique(np.concatenate([acc.lo, acc.hi]))
+    first = np.searchsorted(bounds, acc.lo)
+    count = np.searchsorted(bounds, acc.hi) - first
+    rows = np.repeat(np.arange(len(acc)), count)
+    seg = first[rows] + _ramps(count)
+    n_seg = len(bounds)
+    stores = np.bincount(seg, weights=acc.write[rows], minlength=n_seg)
+    touches = np.bincount(seg, minlength=n_seg)
+    keep = (stores[seg] > 0) & (touches[seg] > 1)
+    return seg[keep], rows[keep]
 
 
 def unordered_pairs(index: TraceIndex, acc: Accesses) -> Unordered:
@@ -182,81 +157,93 @@ def unordered_pairs(index: TraceIndex, acc: Accesses) -> Unordered:
     ``first`` is the access whose issue is known to precede the other's (program order,
     or a message waited after it); of two issued concurrently on two PEs, the store of a
     store and a load (the load may read its old bytes or its new ones), else the one
-    issued first in this run."""
-    firsts, seconds = [], []
-    for x, y in overlapping_pairs(acc):
-        swap = acc.issue[y] < acc.issue[x]
-        a, b = np.where(swap, y, x), np.where(swap, x, y)
-        # On one PE, a is ordered before b once its wait ends before b is issued.
-        keep = (acc.over[a] > acc.issue[b]) | (acc.pe[a] != acc.pe[b])
-        same = acc.composite[a] >= 0
-        keep &= ~(same & (acc.composite[a] == acc.composite[b]))
-        firsts.append(a[keep])
-        seconds.append(b[keep])
-    first = np.concatenate(firsts) if firsts else np.empty(0, dtype=np.int64)
-    second = np.concatenate(seconds) if seconds else np.empty(0, dtype=np.int64)
-    known = np.full(len(first), -1, dtype=np.int64)
-    across = np.flatnonzero(acc.pe[first] != acc.pe[second])
+    issued first in this run.
+
+    Per elementary segment, the accesses of each PE and kind are a run in issue order
+    with the running maximum of when each is known over; an access B is checked against
+    a run of PE q at once (the latest point of q's program B knows of, against that
+    maximum), and the pairs are listed only where the check fails.
+    """
+    empty = np.empty(0, dtype=np.int64)
+    seg, row = _incidences(acc)
+    if not len(row):
+        return Unordered(empty, empty, empty)
+    n, n_pes = np.int64(index.n_events), np.int64(max(index.n_pes, 1))
+    order = np.lexsort((acc.issue[row], acc.write[row], acc.pe[row], seg))
+    seg, row = seg[order], row[order]
+    pe, write, issue = acc.pe[row], acc.write[row].astype(np.int64), acc.issue[row]
+    over = np.minimum(acc.over[row], n + 1)
+    run_key = (seg * n_pes + pe) * 2 + write
+    starts_run = np.r_[True, run_key[1:] != run_key[:-1]]
+    run = np.cumsum(starts_run) - 1
+    run_start, run_keys = np.flatnonzero(starts_run), run_key[starts_run]
+    # The running maximum of `over` within each run (runs offset apart so one pass does).
+    prefix_over = np.maximum.accumulate(run * (n + 2) + over) - run * (n + 2)
+    position = run * (n + 1) + issue  # increasing: runs in order, issues within them
+
+    b, q, kind = _questions(seg, pe, write, n_pes)
+    key = (seg[b] * n_pes + q) * 2 + kind
+    r = np.minimum(np.searchsorted(run_keys, key), len(run_keys) - 1)
+    exists = run_keys[r] == key
+    before = np.searchsorted(position, r * (n + 1) + issue[b]) - run_start[r]
+    asked = exists & (before > 0)
+    b, q, r, before = b[asked], q[asked], r[asked], before[asked]
+    latest = prefix_over[run_start[r] + before - 1]
+    # What B's PE knows of q's program at B's issue: on its own PE, everything before
+    # B; on another, up to the latest send of q whose message it waited.
+    known = issue[b].copy()
+    across = q != pe[b]
+    if across.any():
+        clocks = SendClocks(index, np.unique(pe[b][across]), np.unique(q[across]))
+        known[across] = clocks.latest_send(pe[b][across], issue[b][across], q[across])
+    failed = latest > known
+    b, r, before, known = b[failed], r[failed], before[failed], known[failed]
+    # The accesses of the run before B not over by then (the latest MAX_EARLIER of them).
+    take = np.minimum(before, MAX_EARLIER)
+    owner = np.repeat(np.arange(len(b)), take)
+    at = np.repeat(run_start[r] + before - take, take) + _ramps(take)
+    late = over[at] > known[owner]
+    a_row, b_row, known = row[at[late]], row[b[owner[late]]], known[owner[late]]
+    # A pair over several segments is found in each: keep one.
+    _, unique = np.unique(a_row * np.int64(len(acc)) + b_row, return_index=True)
+    a_row, b_row, known = a_row[unique], b_row[unique], known[unique]
+    keep = ~((acc.composite[a_row] >= 0) & (acc.composite[a_row] == acc.composite[b_row]))
+    return _directed(index, acc, a_row[keep], b_row[keep], known[keep])
+
+
+def _ramps(count: np.ndarray) -> np.ndarray:
+    """0, 1, ..., count[0] - 1, 0, 1, ..., count[1] - 1, ...: offsets within repeats."""
+    return np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+
+
+def _questions(seg, pe, write, n_pes):
+    """(incidence B, PE q, kind of access asked for) for every incidence against every
+    PE present in its segment: a store against both kinds, a load against stores."""
+    seg_pe = np.unique(seg * n_pes + pe)
+    seg_of = seg_pe // n_pes
+    segs, first, count = np.unique(seg_of, return_index=True, return_counts=True)
+    slot = np.searchsorted(segs, seg)
+    per = count[slot]
+    b = np.repeat(np.arange(len(seg)), per)
+    q = seg_pe[np.repeat(first[slot], per) + _ramps(per)] % n_pes
+    stores = write[b] == 1
+    b = np.concatenate([b, b[stores]])
+    q = np.concatenate([q, q[stores]])
+    kind = np.concatenate([np.ones(len(stores), np.int64), np.zeros(int(stores.sum()), np.int64)])
+    return b, q, kind
+
+
+def _directed(index, acc, a, b, known) -> Unordered:
+    """The pairs with ``first`` as ``unordered_pairs`` says, and each cross-PE pair's
+    send that would order it (the latest one of ``first``'s PE after ``first``)."""
+    send = np.full(len(a), -1, dtype=np.int64)
+    across = np.flatnonzero(acc.pe[a] != acc.pe[b])
     if len(across):
-        a, b = first[across], second[across]
-        sends = known_sends(index, acc, a, b)
-        sent = np.where(sends >= 0, index.commands.issue[np.maximum(sends, 0)], -1)
-        # Ordered through messages: a was over before the latest send b's PE knew of.
-        ordered = (sends >= 0) & (acc.over[a] < sent)
-        # a's issue known to b's PE (a send after it): a then b; else concurrent.
-        issued_before = (sends >= 0) & (acc.issue[a] < sent)
-        known[across] = np.where(issued_before, sends, -1)
-        swap = ~issued_before & ~acc.write[a] & acc.write[b]
-        first[across[swap]], second[across[swap]] = b[swap], a[swap]
-        drop = np.zeros(len(first), dtype=bool)
-        drop[across[ordered]] = True
-        first, second, known = first[~drop], second[~drop], known[~drop]
-    return Unordered(first, second, known)
-
-
-def known_sends(index: TraceIndex, acc: Accesses, first: np.ndarray, second: np.ndarray):
-    """Per pair across PEs, the command of the latest send of ``first``'s PE that
-    ``second``'s PE knew issued (waited its message, or one sent after it in turn)
-    when it issued ``second``; -1 if none. Vector clocks restricted to the PEs asked."""
-    asked = np.unique(acc.pe[first])
-    column = {int(q): i for i, q in enumerate(asked)}
-    c, cm, fu = index.columns, index.commands, index.futures
-    matched = np.flatnonzero(c.kind == Kind.IPCQ_RECV)
-    send_cmd = c.cmd[matched].astype(np.int64)
-    recv_fut = c.fut[matched].astype(np.int64)
-    waited = fu.wait_end[recv_fut].astype(np.int64) if len(recv_fut) else recv_fut
-    ok = waited >= 0
-    send_cmd, recv_fut, waited = send_cmd[ok], recv_fut[ok], waited[ok]
-    send_issue = cm.issue[send_cmd].astype(np.int64)
-    send_pe = cm.pe[send_cmd].astype(np.int64)
-    recv_pe = fu.pe[recv_fut].astype(np.int64)
-    # Three streams in event order: 0 a send issued, 1 a receive waited, 2 a question.
-    n_q = len(first)
-    when = np.concatenate([send_issue, waited, acc.issue[second]])
-    what = np.concatenate(
-        [np.zeros(len(send_cmd), np.int64), np.ones(len(send_cmd), np.int64), np.full(n_q, 2)]
-    )
-    where = np.concatenate([send_pe, recv_pe, acc.pe[second]])
-    which = np.concatenate([send_cmd, send_cmd, np.arange(n_q)])
-    order = np.argsort(when, kind="stable")
-    width = len(asked)
-    clocks: dict[int, np.ndarray] = {}
-    snapshot: dict[int, np.ndarray] = {}
-    answer = np.full(n_q, -1, dtype=np.int64)
-    want = np.array([column[int(q)] for q in acc.pe[first]], dtype=np.int64)
-    empty = np.full(width, -1, dtype=np.int64)
-    for i in order.tolist():
-        kind, pe, item = int(what[i]), int(where[i]), int(which[i])
-        clock = clocks.get(pe, empty)
-        if kind == 0:
-            stamp = clock.copy()
-            if pe in column:
-                stamp[column[pe]] = item
-            snapshot[item] = stamp
-        elif kind == 1:
-            stamp = snapshot.pop(item, None)
-            if stamp is not None:
-                clocks[pe] = np.maximum(clock, stamp)
-        else:
-            answer[item] = clock[want[item]]
-    return answer
+        sent = known[across]
+        issued_before = (sent >= 0) & (acc.issue[a[across]] < sent)
+        cmds = index.columns.cmd[np.maximum(sent, 0)].astype(np.int64)
+        send[across] = np.where(issued_before, cmds, -1)
+        swap = ~issued_before & ~acc.write[a[across]] & acc.write[b[across]]
+        flip = across[swap]
+        a[flip], b[flip] = b[flip], a[flip].copy()
+    return Unordered(a, b, send)

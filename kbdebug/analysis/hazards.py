@@ -130,13 +130,15 @@ def find_hazards(index: TraceIndex) -> list[Hazard]:
     rule = np.where(a_write & b_write, 3, np.where(a_write, 1, 2))
     across = acc.pe[pairs.first] != acc.pe[pairs.second]
     second_event = _second_events(acc, pairs)
-    keys = np.stack([rule, a_loc, b_loc, across.astype(np.int64)], axis=1)
-    groups, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    n_locs = np.int64(len(index.locs) + 1)
+    keys = (((a_loc + 1) * n_locs + b_loc + 1) * 2 + across) * 4 + rule
+    _, first_of, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_group = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse))[:-1]
     out = []
-    for g in range(len(groups)):
-        members = np.flatnonzero(inverse == g)
-        out.append(_hazard(index, acc, pairs, members, second_event, f"KB20{groups[g][0]}"))
+    for g, members in enumerate(np.split(by_group, bounds)):
+        code = f"KB20{int(rule[first_of[g]])}"
+        out.append(_hazard(index, acc, pairs, members, second_event, code))
     out.sort(key=lambda h: (h.occurrences[0], h.rule))
     return out
 
