@@ -12,7 +12,10 @@ run, interleaved) and as the ratio of the fastest times:
   waits (a blocking tl.load counts once);
 - tracing on / off: the run writing a .kbt file over the run without
   (goal <= 1.15), with compound records from format 1.2 on (the line above the
-  ratios says how many records the trace holds per command).
+  ratios says how many records the trace holds per command);
+- digests on / off: the run writing a .kbt file with the digest of every tensor
+  waited and stored (format 1.5, the default) over the same run writing none
+  (``KBDEBUG_DIGESTS=0``, what a 1.4 writer wrote), interleaved (goal <= 1.10).
 
 With ``--breakdown``, where tracing's time goes, each over tracing off: a
 recorder that takes every call and keeps nothing (the emulator's emit sites and
@@ -61,14 +64,16 @@ def count_work(n_tiles: int) -> tuple[int, int, int, int, int]:
     return commands, commands + waits - blocking_loads, len(rec.events), records, len(data)
 
 
-def time_emulator(n_tiles: int, trace: str | None = None, recorder: object = None) -> float:
+def time_emulator(
+    n_tiles: int, trace: str | None = None, recorder: object = None, digests: bool = True
+) -> float:
     scenario = decode_prefetch(n_tiles=n_tiles)  # setup (random K/V) is not timed
     gc.collect()
     start = time.process_time()
     if recorder is None:
-        scenario.run(trace=trace)
+        scenario.run(trace=trace, digests=digests)
     else:
-        scenario.run(recorder=recorder)
+        scenario.run(recorder=recorder, digests=digests)
     return time.process_time() - start
 
 
@@ -144,7 +149,7 @@ def main() -> None:
 
     commands, calls, events, records, size = count_work(args.tiles)
     gc.collect()
-    off, on, bare_commands, bare_calls = [], [], [], []
+    off, on, bare_commands, bare_calls, no_digests = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "decode.kbt")
         for _ in range(args.repeat):
@@ -152,6 +157,7 @@ def main() -> None:
             bare_commands.append(time_bare_simpy(commands))
             on.append(time_emulator(args.tiles, path))
             bare_calls.append(time_bare_simpy(calls))
+            no_digests.append(time_emulator(args.tiles, path, digests=False))
     median_off = statistics.median(off)
     print(f"decode_prefetch, {args.tiles} tiles: {commands} commands, {calls} tl calls")
     print(
@@ -165,6 +171,7 @@ def main() -> None:
     print(f"per command  (emulator / bare SimPy): {summary(off, bare_commands)}  (goal <= 2.0)")
     print(f"per tl call  (emulator / bare SimPy): {summary(off, bare_calls)}")
     print(f"tracing on / off:                     {summary(on, off)}  (goal <= 1.15)")
+    print(f"digests on / off (tracing on):        {summary(on, no_digests)}  (goal <= 1.10)")
     if args.breakdown:
         with tempfile.TemporaryDirectory() as tmp:
             breakdown(args.tiles, args.repeat, os.path.join(tmp, "decode.kbt"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from emulator.errors import DtypeError
@@ -48,10 +50,49 @@ _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 
 
+# The f32 values of f16 tiles converted for their digest at their wait (see f32_kept), by
+# id of the array owning the tile's values: tl.dot converts the same tiles next and takes
+# them from here. Entries hold a weak reference to their array (an id is reused once its
+# array is gone: the reference then no longer gives it) and are few (a tile is multiplied
+# soon after its wait); one is dropped when kernel code gets hold of the array itself (a
+# host read, which could write to it: see forget_f32).
+_KEPT: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+KEPT_CONVERSIONS = 16
+
+
+def f32_kept(array: np.ndarray) -> np.ndarray:
+    """The f32 values of the C-contiguous f16 ``array`` that owns its data, kept for
+    ``as_f32`` to return again (for it or its transpose) until ``forget_f32``."""
+    # Taken flat and reshaped: numpy's take over a flat index is twice as fast.
+    flat = _F16_TO_F32.take(array.view(np.uint16).reshape(-1), mode="clip")
+    values = flat.reshape(array.shape)
+    if len(_KEPT) >= KEPT_CONVERSIONS:
+        del _KEPT[next(iter(_KEPT))]
+    _KEPT[id(array)] = (weakref.ref(array), values)
+    return values
+
+
+def forget_f32(array: np.ndarray) -> None:
+    """Drop the kept f32 values of ``array`` (or of the array it is a view of)."""
+    if _KEPT:
+        owner = array if array.base is None else array.base
+        kept = _KEPT.get(id(owner))
+        if kept is not None and kept[0]() is owner:
+            del _KEPT[id(owner)]
+
+
 def as_f32(array: np.ndarray) -> np.ndarray:
     """``array.astype(float32, copy=False)``, in the same memory order, faster for f16."""
     if array.dtype != _F16:
         return array.astype(_F32, copy=False)
+    if _KEPT:
+        owner = array if array.base is None else array.base
+        kept = _KEPT.get(id(owner))
+        if kept is not None and kept[0]() is owner:
+            if array is owner:
+                return kept[1]
+            if array.shape == owner.shape[::-1] and array.strides == owner.strides[::-1]:
+                return kept[1].T  # the transpose (tl.trans(k)), as the take below gives
     # mode="clip": every uint16 is in the table, so no index needs checking.
     if array.flags.c_contiguous:
         return _F16_TO_F32.take(array.view(np.uint16), mode="clip")

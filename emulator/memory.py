@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,6 +11,17 @@ from emulator.dtypes import name_of, to_numpy
 from emulator.errors import AddressError, DtypeError, ShapeError
 
 ALIGN = 64
+#: UTF-8 bytes of a tensor's name.
+MAX_NAME_BYTES = 64
+
+
+class NamedRegion(NamedTuple):
+    """A tensor put in HBM: its name (None until the launch names it), address, shape, dtype."""
+
+    name: str | None
+    addr: int
+    shape: tuple[int, ...]
+    dtype: str
 
 
 class Memory:
@@ -22,6 +34,9 @@ class Memory:
         self.data = np.zeros(size_bytes, dtype=np.uint8)
         #: Next free address of the bump allocator.
         self.next_free = 0
+        #: The tensors put or named, in order (the trace's header lists them, so that a
+        #: load shows as ``K[128:192, :]``); unnamed ones get a name at launch.
+        self.tensors: list[NamedRegion] = []
 
     @property
     def size_bytes(self) -> int:
@@ -38,13 +53,43 @@ class Memory:
         self.next_free = -(-end // ALIGN) * ALIGN
         return addr
 
-    def put(self, array: np.ndarray) -> int:
-        """Copy ``array`` into fresh HBM and return its address."""
+    def put(self, array: np.ndarray, name: str | None = None) -> int:
+        """Copy ``array`` into fresh HBM and return its address; ``name`` (say ``"K"``)
+        is how the debugger shows its slices (default: the kernel parameter given its
+        address, else ``in0``, ``in1``...)."""
         array = np.ascontiguousarray(array)
-        name_of(array.dtype)
+        dtype = name_of(array.dtype)
+        self._check_name(name)
         addr = self.alloc(array.nbytes)
         self.data[addr : addr + array.nbytes] = array.view(np.uint8).reshape(-1)
+        self.tensors.append(NamedRegion(name, addr, tuple(array.shape), dtype))
         return addr
+
+    def name(self, name: str, addr: int, shape: tuple[int, ...], dtype: str = "f16") -> None:
+        """Name the row-major tensor of ``shape`` and ``dtype`` at ``addr`` (one ``alloc``
+        made, or filled through ``view``), as ``put(..., name=)`` does."""
+        if name is None:
+            raise ValueError('"name" must be a str')
+        self._check_name(name)
+        np_dtype = to_numpy(dtype)
+        shape = check_shape(shape)
+        self.check(addr, math.prod(shape) * np_dtype.itemsize)
+        self.tensors.append(NamedRegion(name, int(addr), shape, dtype))
+
+    def _check_name(self, name: str | None) -> None:
+        if name is None:
+            return
+        if (
+            not isinstance(name, str)
+            or not name
+            or not name.isprintable()
+            or len(name.encode("utf-8")) > MAX_NAME_BYTES
+        ):
+            raise ValueError(
+                f'"name" must be a printable str of 1 to {MAX_NAME_BYTES} bytes, got {name!r:.80}'
+            )
+        if any(t.name == name for t in self.tensors):
+            raise ValueError(f"a tensor is already named {name!r}")
 
     def check(self, addr: int, nbytes: int) -> None:
         """Raise AddressError unless [addr, addr + nbytes) lies inside the memory."""

@@ -44,6 +44,10 @@ class Recorder(Protocol):
     once, also after an error or a deadlock, with the footer
     (``status``, ``end_time``, ``error``, ``error_loc``).
 
+    ``add_digest(digest)`` (optional, format 1.5) receives the digest of a future's
+    tensor (``emulator.trace.digests.Digest``) once the kernel has it: at its wait for a
+    load or receive, at its issue for a store or send. A recorder without it gets none.
+
     ``emit_compound(code, time, pe, *fields)`` (optional) receives in one call
     the events of ``schema.COMPOUNDS[code]``, which happen on one PE in one
     cycle, one right after the other, with their fields concatenated; it means
@@ -133,14 +137,26 @@ def compound_emitter(recorder: Recorder | None) -> Callable[..., None] | None:
     return expanding
 
 
+def digest_adder(recorder: Recorder | None) -> Callable[[Any], None] | None:
+    """``recorder.add_digest``, None when the recorder takes no digests."""
+    if recorder is None or type(recorder) is NullRecorder:
+        return None
+    return getattr(recorder, "add_digest", None)
+
+
 class MemoryRecorder:
-    """Keeps every event as a tuple ``(kind, time, pe, *fields)`` in ``events``."""
+    """Keeps every event as a tuple ``(kind, time, pe, *fields)`` in ``events``, and
+    each digest in ``digests`` by future."""
 
     def __init__(self) -> None:
         self.header: dict[str, Any] | None = None
         self.sources: dict[str, str] = {}
         self.events: list[tuple[Any, ...]] = []
+        self.digests: dict[int, Any] = {}
         self.footer: dict[str, Any] | None = None
+
+    def add_digest(self, digest: Any) -> None:
+        self.digests[digest.future] = digest
 
     def begin(self, header: dict[str, Any]) -> None:
         self.header = header
@@ -166,6 +182,7 @@ class TeeRecorder:
         # Each recorder's compound entry (its own, or one expanding into its emit); a
         # NullRecorder has none, as it has no events.
         self._compound = [c for c in map(compound_emitter, recorders) if c is not None]
+        self._digests = [d for d in map(digest_adder, recorders) if d is not None]
 
     def begin(self, header: dict[str, Any]) -> None:
         for r in self.recorders:
@@ -182,6 +199,10 @@ class TeeRecorder:
     def emit_compound(self, code: int, time: int, pe: int, *fields: Any) -> None:
         for emit_compound in self._compound:
             emit_compound(code, time, pe, *fields)
+
+    def add_digest(self, digest: Any) -> None:
+        for add_digest in self._digests:
+            add_digest(digest)
 
     def end(self, footer: dict[str, Any]) -> None:
         for r in self.recorders:

@@ -96,10 +96,13 @@ class RandomInput:
         self._fill(whole)
         return whole
 
-    def store(self, memory: Memory) -> int:
-        """Write the array into fresh HBM block by block, with no copy of it; return its address."""
+    def store(self, memory: Memory, name: str | None = None) -> int:
+        """Write the array into fresh HBM block by block, with no copy of it; return its
+        address. ``name`` (say ``"K"``) names it in the trace (see Memory.name)."""
         addr = memory.alloc(self.nbytes)
         self._fill(memory.view(addr, self.shape, self.dtype))
+        if name is not None:
+            memory.name(name, addr, self.shape, self.dtype)
         return addr
 
     def _fill(self, target: np.ndarray) -> None:
@@ -162,3 +165,43 @@ def close(name: str, got: np.ndarray, want: np.ndarray, *, rtol: float, atol: fl
         raise AssertionError(
             f"{name}: output differs from the numpy reference (max error {err:.4g})"
         )
+
+
+#: How far a stored block may be from its reference and still count as right.
+BLOCK_RTOL = 2e-2
+BLOCK_ATOL = 2e-2
+
+#: A block of an output tensor: per dimension, ``(start, stop)`` of its indices.
+Bounds = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class BlockReference:
+    """What one stored block of an output should hold, for ``Scenario(reference=...)``.
+
+    ``reads`` lists the input slices the reference computed the block from, as the
+    debugger names them (``"K[128:192, :]"``): a failed check then says which load
+    took another slice (``waited K[192:256, :] where the reference used K[128:192, :]``).
+    """
+
+    want: np.ndarray
+    reads: tuple[str, ...] = ()
+    rtol: float = BLOCK_RTOL
+    atol: float = BLOCK_ATOL
+
+
+def whole_reference(
+    outputs: dict[str, np.ndarray], *, rtol: float = BLOCK_RTOL, atol: float = BLOCK_ATOL
+):
+    """A ``Scenario(reference=...)`` cut from whole expected outputs, by tensor name:
+    ``reference(name, bounds)`` is that block of ``outputs[name]`` (None for a tensor
+    it does not know)."""
+
+    def reference(name: str, bounds: Bounds) -> BlockReference | None:
+        whole = outputs.get(name)
+        if whole is None or len(bounds) != whole.ndim:
+            return None
+        block = whole[tuple(slice(start, stop) for start, stop in bounds)]
+        return BlockReference(block, rtol=rtol, atol=atol)
+
+    return reference

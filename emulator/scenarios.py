@@ -28,6 +28,10 @@ class Scenario:
     config: HardwareConfig = field(default_factory=HardwareConfig)
     #: ``check(memory)`` raises AssertionError when the kernel's output is wrong.
     check: Callable[[Memory], None] | None = None
+    #: ``reference(tensor name, bounds)``: what a stored block of an output should hold
+    #: (an emulator.reference.BlockReference, None when it has no say); when the check
+    #: fails, ``kbdebug run`` names the first block that differs and the loads that fed it.
+    reference: Callable[[str, tuple[tuple[int, int], ...]], Any] | None = None
     description: str = ""
     #: The file the launch comes from: its trace's source paths are relative to that
     #: file's root (see emulator.kernel.source.launch_root). None: the kernel's file.
@@ -60,8 +64,9 @@ def _attention(
     """
     q, k, v = random_inputs(seed, (q_rows, head_dim), (kv_rows, head_dim), (kv_rows, head_dim))
     mem = Memory(size_bytes=q.nbytes * 2 + k.nbytes + v.nbytes + (1 << 16))
-    q_ptr, k_ptr, v_ptr = q.store(mem), k.store(mem), v.store(mem)
+    q_ptr, k_ptr, v_ptr = q.store(mem, "Q"), k.store(mem, "K"), v.store(mem, "V")
     o_ptr = mem.alloc(q.nbytes)
+    mem.name("O", o_ptr, q.shape, "f16")
 
     def check(memory: Memory) -> None:
         # K and V drawn again from their seed: the reference is of the inputs as given,
@@ -259,8 +264,11 @@ def tiled_gemm(
             count, block_m, k // block_k, block_k
         ).transpose(2, 0, 1, 3)
         row += len(block)
-    b_ptr = b.store(mem)
+    # Named in its tile-major layout: a tile's load shows as A_tiles[kb, i].
+    mem.name("A_tiles", a_ptr, tiles.shape, "f16")
+    b_ptr = b.store(mem, "B")
     c_ptr = mem.alloc(m * n * 4)
+    mem.name("C", c_ptr, (m, n), "f32")
 
     def check(memory: Memory) -> None:
         _check_rows(
@@ -310,8 +318,9 @@ def _gemm_epilogue(
     a, b, bias = random_inputs(seed, (m, k), (k, n), (n,), dtypes=("f16", "f16", "f32"))
     scale = 0.5
     mem = Memory(size_bytes=a.nbytes + b.nbytes + bias.nbytes + m * n * 4 + (1 << 16))
-    a_ptr, b_ptr, bias_ptr = a.store(mem), b.store(mem), bias.store(mem)
+    a_ptr, b_ptr, bias_ptr = a.store(mem, "A"), b.store(mem, "B"), bias.store(mem, "bias")
     c_ptr = mem.alloc(m * n * 4)
+    mem.name("C", c_ptr, (m, n), "f32")
 
     def check(memory: Memory) -> None:
         bias_values = bias.whole().astype(np.float64)

@@ -56,7 +56,7 @@ def decode(data: bytes) -> tuple[list[tuple[Any, ...]], dict[str, Any], Counter]
             locs.append(SourceLoc(record[1], record[2], record[3]))
         elif code == wire.DEFINE_LOC_CALLER:
             locs[record[1]] = locs[record[1]]._replace(caller=locs[record[2]])
-        elif code != wire.EMBED_SOURCE:
+        elif code not in wire.DEFINITION_CODES:  # sources, digests (1.5): not events
             codes[code] += 1
             time += record[1]
             if code in COMPOUNDS:

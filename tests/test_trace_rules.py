@@ -86,6 +86,18 @@ def header(key: str, value: Any) -> Callable[[list[Any]], None]:
     return edit
 
 
+def tensors(value: Any) -> Callable[[list[Any]], None]:
+    """The header's tensors (format 1.5) set to ``value``."""
+    return both(header("version", [1, 5]), header("tensors", value))
+
+
+def named(name: str, addr: int = 0, **overrides: Any) -> dict[str, Any]:
+    """A header tensor entry, 4 f16 elements at ``addr`` unless ``overrides`` say otherwise."""
+    entry = {"name": name, "addr": addr, "shape": [4], "dtype": "f16", "strides": [2]}
+    entry.update(overrides)
+    return entry
+
+
 def channel(key: str, value: Any) -> Callable[[list[Any]], None]:
     def edit(objects: list[Any]) -> None:
         objects[HEADER]["channels"][1][key] = value
@@ -278,6 +290,45 @@ CASES = [
         both(header("version", [1, 4]), header("hbm_stacks", [[0, 1], [1]])),
         "at byte 0: header hbm_stacks must be 1 to 4 non-empty lists of PEs of the mesh, "
         "each PE on one stack at most; got [[0, 1], [1]]",
+    ),
+    Case("header.tensors", tensors({"K": 1}), "at byte 0: header tensors must be an array of maps"),
+    Case(
+        "header.tensor-map",
+        tensors([{"name": "K"}]),
+        "header tensor 0 must be a map of name, addr, shape, dtype and strides",
+    ),
+    Case("header.tensor-name", tensors([named("")]), "header tensor 0 name must be a str of 1"),
+    Case("header.tensor-name", tensors([named("K" * 65)]), "name must be a str of 1 to 64 bytes"),
+    Case(
+        "header.tensor-name-control",
+        tensors([named("K\x1b[31m")]),
+        "header tensor 0 name has control characters",
+    ),
+    Case(
+        "header.tensor-name-twice",
+        tensors([named("K"), named("K", addr=64)]),
+        "header tensor 1 repeats a name",
+    ),
+    Case("header.tensor-addr", tensors([named("K", addr=-1)]), "tensor 0 addr must be an int >= 0"),
+    Case(
+        "header.tensor-dtype",
+        tensors([named("K", dtype="bf16")]),
+        "header tensor 0 dtype must be one of f16, f32",
+    ),
+    Case(
+        "header.tensor-shape",
+        tensors([named("K", shape=[1] * 9, strides=[2] * 9)]),
+        "header tensor 0 shape must be at most 8 ints >= 0",
+    ),
+    Case(
+        "header.tensor-end",
+        tensors([named("K", shape=[1 << 62], strides=[2])]),
+        "header tensor 0 ends past the int64 range",
+    ),
+    Case(
+        "header.tensor-strides",
+        tensors([named("K", shape=[4, 8], strides=[8, 2])]),
+        "header tensor 0 strides must be the row-major byte strides of its shape",
     ),
     # records
     Case("record.array", adding(5, 1, 0), "expected a record (a non-empty array), got int 5"),
@@ -475,6 +526,39 @@ CASES = [
             adding([100, "f.py", 1, "g"], 1, 0),
         ),
         "loc 1 is given a caller twice",
+    ),
+    Case(
+        "def.digest",
+        adding([103, 0, 1, 2], 1, 0, version=[1, 5]),
+        "a digest is [103, future, min, max, mean, nan, inf, crc32], all ints",
+    ),
+    Case(
+        "def.digest-future",
+        adding([103, -3, 0, 0, 0, 0, 0, 0], 1, 0, version=[1, 5]),
+        "digest of future -3: not a future id",
+    ),
+    Case(
+        "def.digest-floats",
+        adding([103, 0, 1 << 63, 0, 0, 0, 0, 0], 1, 0, version=[1, 5]),
+        "digest of future 0: min, max and mean must be binary64 bits in an int64",
+    ),
+    Case(
+        "def.digest-counts",
+        adding([103, 0, 0, 0, 0, 0, -2, 0], 1, 0, version=[1, 5]),
+        "digest of future 0: NaN and Inf counts must be >= 0",
+    ),
+    Case(
+        "def.digest-crc",
+        adding([103, 0, 0, 0, 0, 0, 0, -1], 1, 0, version=[1, 5]),
+        "digest of future 0: crc32 -1 is not a 32-bit value",
+    ),
+    Case(
+        "def.digest-twice",
+        both(
+            adding([103, 0, 0, 0, 0, 0, 0, 0], 1, 0, version=[1, 5]),
+            adding([103, 0, 0, 0, 0, 0, 0, 0], 1, 0),
+        ),
+        "digest of future 0 written twice",
     ),
     # the footer
     Case(

@@ -147,7 +147,7 @@ def test_string_used_before_its_definition_in_its_chunk_is_rejected():
 
 def test_newer_minor_version_reads_as_read_trace_reads_it():
     data = pack_objects(
-        header_record(version=[1, 5]),
+        header_record(version=[1, 6]),
         [Kind.KERNEL_END, 5, 0],
         [42, 10, 1, "a"],
         [Kind.COMPLETE, 1, 0, 7, -1, "extra"],

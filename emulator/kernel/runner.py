@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import numpy as np
 import simpy
 
 from emulator.config import HardwareConfig
+from emulator.dtypes import f32_kept
 from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.hardware.mesh import Mesh
 from emulator.kernel.futures import RecvFuture
@@ -29,9 +31,22 @@ from emulator.recorder import (
     Recorder,
     TeeRecorder,
     compound_emitter,
+    digest_adder,
     emitter,
 )
+from emulator.trace.digests import ITEMSIZES, TensorDef, digest_of, row_major_strides
 from emulator.trace.schema import Kind, SourceLoc
+
+#: Set to 0 to record no digests and no named tensors: the trace is then what a format
+#: 1.4 writer wrote (the baseline of benchmarks/emulator_speed.py, the bundled traces).
+DIGESTS_ENV = "KBDEBUG_DIGESTS"
+_F16 = np.dtype(np.float16)
+
+
+def digests_enabled() -> bool:
+    """Whether runs record digests and named tensors (format 1.5): yes unless
+    ``KBDEBUG_DIGESTS=0``."""
+    return os.environ.get(DIGESTS_ENV, "1").strip() != "0"
 
 
 @dataclass
@@ -88,12 +103,33 @@ class Launch:
         recorder: Recorder,
         grid,
         root: Path | None = None,
+        *,
+        digests: bool = True,
+        values: Any = None,
     ):
         self.config = config
         self.memory = memory
         self.recorder = recorder
         #: ``recorder.emit``, None when nothing is recorded (emit sites then do no work).
         self.emit = emitter(recorder)
+        add_digest = digest_adder(recorder) if digests else None
+        keep = values.keep if values is not None else None
+        #: ``on_value(future, array)``: the tensor of a waited load or receive, or of a
+        #: store or send at its issue, handed to the recorder as a digest and to the
+        #: values store; None when neither wants it (no work at the emit sites).
+        self.on_value: Callable[[int, np.ndarray], None] | None = None
+        if add_digest is not None or keep is not None:
+
+            def on_value(future: int, array: np.ndarray) -> None:
+                if add_digest is not None:
+                    f32 = None
+                    if array.dtype == _F16 and array.base is None and array.flags.c_contiguous:
+                        f32 = f32_kept(array)  # converted once for the digest and tl.dot
+                    add_digest(digest_of(future, array, f32))
+                if keep is not None:
+                    keep(future, array)
+
+            self.on_value = on_value
         #: ``recorder.emit_compound`` (see recorder.compound_emitter), None likewise.
         self.emit_compound = compound_emitter(recorder)
         self.grid = grid
@@ -140,6 +176,8 @@ def run_kernel(
     trace: str | Path | None = None,
     keep_events: bool = False,
     launch_file: str | Path | None = None,
+    digests: bool | None = None,
+    values: Any = None,
 ) -> RunResult:
     """Run ``kernel(tl, *args)`` once per program of ``grid``, program i on PE i.
 
@@ -147,7 +185,11 @@ def run_kernel(
     fails, status "interrupted" on KeyboardInterrupt); ``recorder`` receives
     every event too; ``keep_events`` puts them in the result. Source paths in the
     trace are relative to the root of ``launch_file`` (default: the kernel function's
-    file; see ``source.launch_root``), never to the working directory. Raises KernelError
+    file; see ``source.launch_root``), never to the working directory. ``digests``
+    (default: ``digests_enabled()``) records the memory's named tensors in the header
+    and a digest of every tensor waited, stored or sent (format 1.5); ``values``, an
+    object with ``keep(future, array)`` (kbdebug's ValueStore), gets those tensors
+    themselves. Raises KernelError
     when kernel code raises, DeadlockError when kernels wait on what can never
     come, and the EmulatorError subclass of any command the hardware refuses.
     """
@@ -183,8 +225,15 @@ def run_kernel(
         launch_file = getattr(
             getattr(inspect.unwrap(kernel), "__code__", None), "co_filename", None
         )
-    launch = Launch(config, memory, rec, grid, launch_root(launch_file))
-    rec.begin(_header(launch, kernel, args))
+    if digests is None:
+        digests = digests_enabled()
+    launch = Launch(
+        config, memory, rec, grid, launch_root(launch_file), digests=digests, values=values
+    )
+    header = _header(launch, kernel, args)
+    if digests:
+        header["tensors"] = [t.header_entry() for t in named_tensors(memory, kernel, args)]
+    rec.begin(header)
     try:
         pe_end_times = _drive(launch, kernel, tuple(args))
     except EmulatorError as e:
@@ -270,6 +319,33 @@ def _header(launch: Launch, kernel, args: tuple) -> dict[str, Any]:
         # The PEs of each stack whose bandwidth they share (HBM_SHARE events name them).
         header["hbm_stacks"] = config.hbm_stacks
     return header
+
+
+def named_tensors(memory: Memory, kernel, args: tuple) -> list[TensorDef]:
+    """The memory's tensors, each unnamed one named after the kernel parameter its address
+    is passed as (``k_ptr`` -> ``k``), else ``in0``, ``in1``... in the order put."""
+    try:
+        params = list(inspect.signature(kernel).parameters)[1:]  # after tl
+    except (TypeError, ValueError):
+        params = []
+    by_addr: dict[int, str] = {}
+    for param, arg in zip(params, args, strict=False):
+        if isinstance(arg, int | np.integer) and not isinstance(arg, bool):
+            base = param.removesuffix("_ptr").removesuffix("_addr") or param
+            by_addr.setdefault(int(arg), base)
+    taken = {t.name for t in memory.tensors if t.name is not None}
+    unnamed = itertools.count()
+    tensors = []
+    for region in memory.tensors:
+        name = region.name
+        if name is None:
+            name = by_addr.get(region.addr)
+            while name is None or name in taken:
+                name = f"in{next(unnamed)}"
+            taken.add(name)
+        strides = row_major_strides(region.shape, ITEMSIZES[region.dtype])
+        tensors.append(TensorDef(name, region.addr, region.shape, region.dtype, strides))
+    return tensors
 
 
 def _short_repr(value: Any) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from emulator.dtypes import name_of, to_numpy
+from emulator.dtypes import forget_f32, name_of, to_numpy
 from emulator.errors import (
     DoubleWaitError,
     EmulatorError,
@@ -55,6 +55,7 @@ class TL(ComputeOps):
         "_env",
         "_emit",
         "_emit_compound",
+        "_on_value",
         "_caller",
         "_switch",
         "_pid",
@@ -80,6 +81,9 @@ class TL(ComputeOps):
         #: ``recorder.emit_compound``, None likewise: a command's ISSUE and the events
         #: that follow it in the same call (OP_LOG, ...) go out as one compound record.
         self._emit_compound = launch.emit_compound
+        #: ``launch.on_value(future, array)``: the tensors waited, stored and sent, for
+        #: their digests (and kept values); None when nothing takes them.
+        self._on_value = launch.on_value
         self._caller = launch.locations.caller
         self._switch = launch.driver.switch
         self._pid = pid
@@ -174,8 +178,11 @@ class TL(ComputeOps):
             self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "memory", "dma_write")
             self._reads(cmd, now, pe, x, None)
         launch.log_op(now, pe, "memory", "dma_write")
+        data = np.array(data, copy=True)
+        if self._on_value is not None:
+            self._on_value(fid, data)
         self._charge_issue()
-        event = self._pe.write(cmd, fid, int(ptr), np.array(data, copy=True))
+        event = self._pe.write(cmd, fid, int(ptr), data)
         handle = CompletionHandle(fid, pe, cmd, event, loc)
         self._issued[fid] = handle
         if len(self._issued) > self._forget_above:
@@ -237,6 +244,8 @@ class TL(ComputeOps):
             data = handle.event.value
             if isinstance(handle, RecvFuture):
                 self._check_received(handle, data, loc)
+            if self._on_value is not None:
+                self._on_value(handle.id, data)
             buffer = handle.buffer
             buffer.future = None
             if buffer.orphan:
@@ -272,6 +281,8 @@ class TL(ComputeOps):
             self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "comm", "ipcq_send")
             self._reads(cmd, now, pe, x, None)
         launch.log_op(now, pe, "comm", "ipcq_send")
+        if self._on_value is not None:
+            self._on_value(fid, data)
         self._charge_issue()
         event = self._pe.send(cmd, fid, direction, data)
         handle = CompletionHandle(fid, pe, cmd, event, loc)
@@ -410,6 +421,7 @@ class TL(ComputeOps):
         received buffer; for a computed tensor (future -1) once between two commands."""
         if self.closed:
             return
+        forget_f32(x._data)  # kernel code holds the array now: it may write to it
         buffer = x.buffer
         if buffer is not None and buffer.fid >= 0:
             if buffer.host_read:

@@ -56,7 +56,13 @@ _ARRAY16 = 0xDC
 # by doubling instead (real traces settle in a handful; see _token_starts).
 MAX_ROUNDS = 16
 # Definition record codes the reader applies one by one.
-_DEFINITIONS = (wire.DEFINE_STRING, wire.DEFINE_LOC, wire.EMBED_SOURCE, wire.DEFINE_LOC_CALLER)
+_DEFINITIONS = (
+    wire.DEFINE_STRING,
+    wire.DEFINE_LOC,
+    wire.EMBED_SOURCE,
+    wire.DEFINE_LOC_CALLER,
+    wire.DEFINE_DIGEST,
+)
 
 
 def _tables() -> tuple[np.ndarray, np.ndarray]:

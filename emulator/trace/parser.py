@@ -101,12 +101,16 @@ class Parser(RecordChecks):
         self.string_defs: list[int] = []
         self.loc_defs: list[int] = []
         self.caller_defs: list[int] = []  # loc ids given a caller in that batch
+        self.digest_defs: list[int] = []  # futures given a digest in that batch
         self.header: dict[str, Any] = {}
         self.version: tuple[int, int] | None = None
         self.lenient = False  # a newer minor version: skip what we do not know
         # Codes of the records that are events in this file's version (set by read_header).
         self.event_codes: frozenset[int] = frozenset()
         self.sources: dict[str, str] = {}
+        # Digest records by future, and the header's named tensors (format 1.5).
+        self.digests: dict[int, Any] = {}
+        self.tensors: list[Any] = []
         self.strings: list[str] = []
         self.locs: list[SourceLoc] = []
         self.events: list[list[Any]] = []
@@ -212,6 +216,8 @@ class Parser(RecordChecks):
             truncated=self.footer is None,
             truncated_at=None if self.footer is not None else pos,
             source=self.name,
+            digests=self.digests,
+            tensors=self.tensors,
         )
 
     def unpacker(self) -> msgpack.Unpacker:
@@ -417,6 +423,7 @@ class Parser(RecordChecks):
         self.string_defs.clear()
         self.loc_defs.clear()
         self.caller_defs.clear()
+        self.digest_defs.clear()
         if not self.fast_definition(record, pos, 0):
             return 0
         return unpacker.tell()
@@ -428,6 +435,7 @@ class Parser(RecordChecks):
         self.string_defs.clear()
         self.loc_defs.clear()
         self.caller_defs.clear()
+        self.digest_defs.clear()
         for at, start, end in scan.definitions:
             try:
                 record = msgpack.unpackb(bytes(buf[start:end]), use_list=False, **unpack_limits())
@@ -454,6 +462,8 @@ class Parser(RecordChecks):
                 self.locs[lid] = self.locs[lid]._replace(caller=None)
         for file in list(self.sources)[n_sources:]:
             del self.sources[file]
+        for future in self.digest_defs:
+            del self.digests[future]
         self.defined(n_strings, n_locs)
 
     def fast_definition(self, record: Any, start: int, at: int) -> bool:
@@ -473,6 +483,9 @@ class Parser(RecordChecks):
             elif record[0] == wire.DEFINE_LOC_CALLER:
                 self.define_loc_caller(record, start)
                 self.caller_defs.append(record[1])
+            elif record[0] == wire.DEFINE_DIGEST and self.version >= wire.DIGESTS_SINCE:
+                self.define_digest(record, start)
+                self.digest_defs.append(record[1])
             else:
                 return False
         except TraceFormatError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from emulator.trace import wire
+from emulator.trace.digests import Digest, digest_problem, read_tensors
 from emulator.trace.errors import TraceFormatError
 from emulator.trace.rules import (
     COMPOUND_RULES,
@@ -66,6 +67,8 @@ class RecordChecks:
             self.embed_source(record, start)
         elif code == wire.DEFINE_LOC_CALLER:
             self.define_loc_caller(record, start)
+        elif code == wire.DEFINE_DIGEST and self.version >= wire.DIGESTS_SINCE:
+            self.define_digest(record, start)
         elif self.lenient and code in wire.EVENT_CODES:
             self.skip_event(record, start)
         elif not (self.lenient and code in wire.DEFINITION_CODES):
@@ -76,6 +79,8 @@ class RecordChecks:
         """For an error: what ``code`` is in a later version than this file's, if anything."""
         if code in COMPOUNDS:
             since, what = COMPOUNDS_SINCE, "a compound record"
+        elif code == wire.DEFINE_DIGEST:
+            since, what = wire.DIGESTS_SINCE, "a digest, a definition record"
         elif code in RULES and Kind(code) in KIND_SINCE:
             since, what = KIND_SINCE[Kind(code)], f"{Kind(code).name}, an event kind"
         else:
@@ -222,6 +227,15 @@ class RecordChecks:
             self.fail(f"loc {lid} is given a caller twice", start)
         self.locs[lid] = self.locs[lid]._replace(caller=self.locs[cid])
 
+    def define_digest(self, record: Any, start: int) -> None:
+        """``[103, future, min, max, mean, nan, inf, crc32]`` (1.5): one digest per future."""
+        problem = digest_problem(record)
+        if problem is None and record[1] in self.digests:
+            problem = f"digest of future {record[1]} written twice"
+        if problem is not None:
+            self.fail(problem, start)
+        self.digests[record[1]] = Digest.from_record(record)
+
     def embed_source(self, record: list[Any], start: int) -> None:
         if len(record) != 3 or not isinstance(record[1], str) or not isinstance(record[2], str):
             self.fail("a source record is [101, file, text]", start)
@@ -279,6 +293,11 @@ class RecordChecks:
         self.read_launch(header["launch"], start)
         if (major, minor) >= wire.HEADER_KEYS_SINCE["hbm_stacks"] and "hbm_stacks" in header:
             self.read_stacks(header["hbm_stacks"], start)
+        if (major, minor) >= wire.DIGESTS_SINCE and "tensors" in header:
+            try:
+                self.tensors = read_tensors(header["tensors"])
+            except ValueError as e:
+                self.fail(str(e), start)
         self.header = header
         self.version = (major, minor)
         self.checks, self.defined = make_checks(self.n_pes, self.n_channels, self.max_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -35,6 +35,10 @@ class Trace:
     truncated: bool  # the footer is missing: the writer was killed or never ended
     truncated_at: int | None  # byte offset where the whole records end, if truncated
     source: str = "<trace>"  # the path read, or "<bytes>": for errors found later
+    # Format 1.5: the digest of each future's tensor (emulator.trace.digests.Digest) by
+    # future id, and the named tensors of the header (TensorDef), both empty before 1.5.
+    digests: dict[int, Any] = field(default_factory=dict)
+    tensors: list[Any] = field(default_factory=list)
 
     def decode(self, i: int) -> tuple[Any, ...]:
         """Event ``i`` as ``(Kind, time, pe, *fields)`` with strings, locs and shapes resolved."""

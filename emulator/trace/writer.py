@@ -12,6 +12,7 @@ import msgpack
 
 from emulator.trace import wire
 from emulator.trace.compound import CompoundWriting, compound_label
+from emulator.trace.digests import Digest
 from emulator.trace.schema import COMPOUNDS, FIELDS, STATUSES, Kind, SourceLoc
 
 # Per kind: (its code as a plain int, number of fields, whether any field is interned,
@@ -123,6 +124,7 @@ class TraceWriter(CompoundWriting):
         self._strings: dict[str, int] = {}
         self._locs: dict[SourceLoc | None, int] = {None: -1}
         self._sources: dict[str, str] = {}
+        self._digests = False  # the header makes the file 1.5: digests may be written
         self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
         # What emit looks a kind up in: _SPECS between begin and end (the only time emit
         # is allowed), empty otherwise, so one lookup checks both (see _open).
@@ -165,6 +167,7 @@ class TraceWriter(CompoundWriting):
             "producer": self.producer,
         }
         record.update(_canonical(header, "header"))
+        self._digests = tuple(record["version"]) >= wire.DIGESTS_SINCE
         self._write_record(record)
         self._state = "open"
         self._open = True
@@ -245,6 +248,18 @@ class TraceWriter(CompoundWriting):
         self._time = time
         if len(pending) >= self._batch:
             self._pack_pending()
+
+    def add_digest(self, digest: Digest) -> None:
+        """Write the digest of a future's tensor (format 1.5, a definition record).
+
+        Written only in a file of format 1.5 or later, which a header with ``tensors``
+        makes it; in an older one (no ``tensors``, or a writer of an older version) it is
+        dropped, as a writer of that version would: an older reader refuses a digest in a
+        file of its own version. Raises ValueError if the writer is not open.
+        """
+        self._check_open("add_digest")
+        if self._digests:
+            self._write_record(digest.record())
 
     def end(self, footer: dict[str, Any]) -> None:
         """Write the footer (``footer`` plus the event count), flush, and close an owned file.

@@ -1,0 +1,203 @@
+"""Format 1.5: digests of each tensor waited, stored or sent, and the header's named tensors."""
+
+from __future__ import annotations
+
+import io
+import math
+import zlib
+
+import numpy as np
+import pytest
+from test_trace_tables import outcome
+from trace_synth import footer_record, header_record, pack_objects
+
+from emulator import HardwareConfig, Memory, run_kernel
+from emulator.trace import wire
+from emulator.trace.digests import Digest, digest_of
+from emulator.trace.reader import read_trace, read_trace_tables
+from emulator.trace.writer import TraceWriter
+
+CFG = HardwareConfig(mesh_rows=1, mesh_cols=2)
+ROWS, COLS = 8, 16
+
+
+def softmax_rows(tl, x_ptr, y_ptr):
+    """A small kernel: two row blocks loaded async, a blocking load, a store, a send."""
+    pid = tl.program_id(0)
+    if pid == 0:
+        first = tl.load_async(x_ptr, (ROWS // 2, COLS), "f32")
+        second = tl.load_async(x_ptr + ROWS // 2 * COLS * 4, (ROWS // 2, COLS), "f32")
+        a, b = tl.wait(first), tl.wait(second)
+        e = tl.exp(a - tl.max(a, axis=1)[:, None])
+        tl.wait(tl.store(y_ptr, e / tl.sum(e, axis=1)[:, None]))
+        tl.wait(tl.send("right", b))
+    else:
+        tl.wait(tl.recv_async("left", (ROWS // 2, COLS), "f32"))
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    """(x, trace bytes) of softmax_rows on 2 PEs, x with a NaN and an Inf in its second half."""
+    x = np.random.default_rng(3).standard_normal((ROWS, COLS)).astype(np.float32)
+    x[5, 2], x[6, 7] = np.nan, -np.inf
+    memory = Memory(1 << 16)
+    x_ptr = memory.put(x, name="X")
+    y_ptr = memory.put(np.zeros((ROWS // 2, COLS), np.float32))
+    out = io.BytesIO()
+    run_kernel(softmax_rows, (x_ptr, y_ptr), (2,), memory, CFG, recorder=TraceWriter(out))
+    return x, out.getvalue()
+
+
+def expected(future: int, array: np.ndarray) -> Digest:
+    finite = array[~np.isnan(array)]
+    return Digest(
+        future,
+        float(finite.min()),
+        float(finite.max()),
+        float(finite.astype(np.float64).mean()),
+        int(np.isnan(array).sum()),
+        int(np.isinf(array).sum()),
+        zlib.crc32(np.ascontiguousarray(array).tobytes()),
+    )
+
+
+def close(got: Digest, want: Digest) -> None:
+    assert got._replace(mean=0.0) == want._replace(mean=0.0)
+    assert math.isclose(got.mean, want.mean, rel_tol=1e-6) or got.mean == want.mean
+
+
+def test_digests_of_loads_stores_sends_and_receives_match_numpy(small_run):
+    x, data = small_run
+    trace = read_trace(data)
+    assert trace.version == (1, 5)
+    ops = {e[5]: trace.strings[e[4]] for e in trace.events if e[0] == 4}  # future -> op
+    # A digest for each tensor waited, stored or sent; none for computed ones.
+    assert sorted(ops[f] for f in trace.digests) == [
+        "load_async", "load_async", "recv_async", "send", "store"
+    ]  # fmt: skip
+    top, bottom = x[: ROWS // 2], x[ROWS // 2 :]
+    by_op = {}
+    for future, digest in trace.digests.items():
+        by_op.setdefault(ops[future], []).append((future, digest))
+    (f0, d0), (f1, d1) = sorted(by_op["load_async"])
+    close(d0, expected(f0, top))
+    close(d1, expected(f1, bottom))
+    assert (d1.nan, d1.inf) == (1, 1)
+    # What was sent is what was received, byte for byte.
+    ((fs, sent),), ((_, received),) = by_op["send"], by_op["recv_async"]
+    close(sent, expected(fs, bottom))
+    assert sent[1:] == received[1:]
+    e = np.exp(top - top.max(axis=1)[:, None])
+    ((fstore, stored),) = by_op["store"]
+    assert stored.crc32 == zlib.crc32((e / e.sum(axis=1)[:, None]).astype(np.float32).tobytes())
+
+
+def test_both_read_paths_give_the_same_digests(small_run):
+    _, data = small_run
+    assert read_trace_tables(data, lambda _: None).digests == read_trace(data).digests
+    assert outcome(read_trace, data) == outcome(read_trace_tables, data)
+
+
+def test_named_tensors_are_in_the_header_with_defaults_for_unnamed(small_run):
+    _, data = small_run
+    tensors = read_trace(data).tensors
+    assert [(t.name, t.shape, t.dtype, t.strides) for t in tensors] == [
+        ("X", (ROWS, COLS), "f32", (COLS * 4, 4)),
+        ("y", (ROWS // 2, COLS), "f32", (COLS * 4, 4)),  # the kernel's y_ptr
+    ]
+
+
+def test_a_run_without_digests_is_byte_identical_to_a_1_4_writers(small_run, monkeypatch):
+    x, _ = small_run
+    runs = []
+    for digests in (False, False):
+        memory = Memory(1 << 16)
+        memory.put(x, name="X")
+        out = io.BytesIO()
+        run_kernel(softmax_rows, (0, 1024), (2,), memory, CFG, trace=out, digests=digests)
+        runs.append(out.getvalue())
+    assert runs[0] == runs[1]
+    trace = read_trace(runs[0])
+    assert trace.version == (1, 3) and trace.digests == {} and trace.tensors == []
+
+
+def test_digest_of_empty_and_integer_tensors():
+    empty = digest_of(3, np.zeros((0, 4), np.float16))
+    assert empty.future == 3 and math.isnan(empty.min) and empty.crc32 == 0
+    ints = digest_of(1, np.array([[-7, 2], [9, 0]], np.int32))
+    assert (ints.min, ints.max, ints.mean, ints.nan, ints.inf) == (-7.0, 9.0, 1.0, 0, 0)
+    halves = digest_of(2, np.array([1.5, -2.0, np.nan], np.float16))
+    assert (halves.min, halves.max, halves.mean, halves.nan) == (-2.0, 1.5, -0.25, 1)
+
+
+HEADER_15 = {"version": [1, 5], "tensors": []}
+GOOD = list(Digest(0, 1.0, 2.0, 1.5, 0, 0, 7).record())
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ([103, 0, 1, 2], "a digest is [103, future, min, max, mean, nan, inf, crc32], all ints"),
+        ([103, 0, 1, 2, 3, 0, 0, "x"], "a digest is [103"),
+        ([103, -1, 1, 2, 3, 0, 0, 0], "digest of future -1: not a future id"),
+        ([103, 0, 1, 2, 3, -1, 0, 0], "NaN and Inf counts must be >= 0"),
+        ([103, 0, 1, 2, 3, 0, 0, 1 << 32], "crc32 4294967296 is not a 32-bit value"),
+        ([103, 0, 1 << 63, 2, 3, 0, 0, 0], "min, max and mean must be binary64 bits in an int64"),
+    ],
+)
+def test_a_bad_digest_is_refused_on_both_paths(record, problem):
+    data = pack_objects(header_record(**HEADER_15), record, footer_record(0))
+    results = {outcome(read, data)[:3] for read in (read_trace, read_trace_tables)}
+    assert len(results) == 1
+    ((what, message, offset),) = results
+    assert what == "error", message
+    assert problem is None or problem in message
+    assert "\n" not in message
+
+
+def test_a_digest_twice_is_refused():
+    data = pack_objects(header_record(**HEADER_15), GOOD, GOOD, footer_record(0))
+    assert "digest of future 0 written twice" in outcome(read_trace, data)[1]
+
+
+def test_a_digest_in_a_file_older_than_1_5_is_an_unknown_record():
+    data = pack_objects(header_record(version=[1, 4]), GOOD, footer_record(0))
+    message = outcome(read_trace, data)[1]
+    assert "unknown record kind 103 (a digest, a definition record of format 1.5" in message
+    assert outcome(read_trace_tables, data)[:3] == outcome(read_trace, data)[:3]
+
+
+@pytest.mark.parametrize(
+    ("tensors", "problem"),
+    [
+        ({"K": 1}, "header tensors must be an array of maps"),
+        ([{"name": "K"}], "header tensor 0 must be a map of name, addr, shape, dtype and strides"),
+        ([{"name": "", "addr": 0, "shape": [], "dtype": "f16", "strides": []}], "name must be"),
+        ([{"name": "K\x1b[2J", "addr": 0, "shape": [1], "dtype": "f16", "strides": [2]}],
+         "control characters"),
+        ([{"name": "K", "addr": -4, "shape": [1], "dtype": "f16", "strides": [2]}], "addr"),
+        ([{"name": "K", "addr": 0, "shape": [1], "dtype": "bf16", "strides": [2]}], "dtype"),
+        ([{"name": "K", "addr": 0, "shape": [4, 8], "dtype": "f16", "strides": [2, 8]}],
+         "row-major byte strides"),
+        ([{"name": "K", "addr": 0, "shape": [1 << 62, 8], "dtype": "f16", "strides": [16, 2]}],
+         "ends past the int64 range"),
+        ([{"name": "K", "addr": 0, "shape": [1], "dtype": "f16", "strides": [2]}] * 2,
+         "header tensor 1 repeats a name"),
+    ],
+)  # fmt: skip
+def test_a_bad_tensor_table_is_refused_in_one_line(tensors, problem):
+    data = pack_objects(header_record(version=[1, 5], tensors=tensors), footer_record(0))
+    what, message, offset, _ = outcome(read_trace, data)
+    assert what == "error" and problem in message and offset == 0, message
+    assert "\x1b" not in message and "\n" not in message
+
+
+def test_a_newer_reader_label_and_an_older_writer_drop_digests(small_run, monkeypatch):
+    x, _ = small_run
+    monkeypatch.setattr(wire, "FORMAT_VERSION", (1, 4))
+    memory = Memory(1 << 16)
+    x_ptr = memory.put(x, name="X")
+    out = io.BytesIO()
+    run_kernel(softmax_rows, (x_ptr, 1024), (2,), memory, CFG, recorder=TraceWriter(out))
+    trace = read_trace(out.getvalue())
+    assert trace.version == (1, 4) and trace.digests == {}
