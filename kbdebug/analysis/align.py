@@ -7,7 +7,9 @@ files align as :mod:`kbdebug.analysis.line_pairing` says: over their stripped li
 (re-indenting keeps the pairing), equal lines first, then the lines of a changed block
 with their most similar counterparts (an edited call still pairs with itself), in
 bounded time whatever the sources. A line deleted or added pairs with nothing. Files
-neither trace embeds map to themselves, line for line.
+neither trace embeds map to themselves, line for line. Inside two functions of different
+names paired as one kernel's two versions (``LineMap.functions``), lines pair between
+those functions rather than with themselves.
 
 Used by ``kbdebug diff`` and meant for the app's compare mode::
 
@@ -19,9 +21,12 @@ Used by ``kbdebug diff`` and meant for the app's compare mode::
 Calls (ISSUE and WAIT_BEGIN events, a kernel's tl calls) pair by :class:`CallMap`: the
 same PE, the same call site and the same occurrence number (the k-th time that PE made
 that call). The site is the call's edit-proof identity
-(:func:`~kbdebug.analysis.identity.call_identity`); when the runs launched kernels of
-different names, A's kernel name reads as B's; a call whose identity B still lacks (its
-text was edited) takes the identity of the line ``LineMap`` pairs it with::
+(:func:`~kbdebug.analysis.identity.call_identity`); when the runs made their calls from
+functions of different names (two kernels of one file, paired by
+:mod:`~kbdebug.analysis.function_pairing`), A's function name reads as B's; a call whose
+identity B still lacks (its text was edited) takes the identity of the line ``LineMap``
+pairs it with, and in a paired function, else, that of B's most alike call of the same
+tl function no other call took::
 
     calls = CallMap(a.index, b.index, lines)
     calls.other("a", 1234)        # B's event of the call at A's event 1234, or None
