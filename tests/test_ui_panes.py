@@ -83,11 +83,15 @@ async def test_key_bar_at_80x24_keeps_help_and_quit_and_leads_with_the_pane_keys
         await pilot.press("1")
         await pilot.pause()
         assert app.query_one(KeyBar).text.lstrip().startswith("←→ pan  +- zoom")
-        # Too short for the findings' details: the status line gives them.
+        # The findings pane itself says the highlighted finding's message and fix, whole.
         await pilot.press("5", "down")
         await pilot.pause()
-        second = app.query_one(FindingsView).findings[1]
-        assert app.status.startswith(second.message) and second.suggestion in app.status
+        view = app.query_one(FindingsView)
+        second = view.findings[1]
+        shown = "".join("".join(lines(view)).split())
+        assert "".join(second.message.split()) in shown
+        assert "".join(("→ " + second.suggestion).split()) in shown
+        assert "…" not in "".join(lines(view)[view.size.height - view.detail_rows :])
 
 
 async def test_clicking_a_key_in_the_key_bar_runs_it():

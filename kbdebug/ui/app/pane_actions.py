@@ -33,7 +33,9 @@ class PaneActions:
         else:
             self.status = f"pane {number}: {pane.name} ({_PANE_HINTS[pane.name]})"
         if isinstance(widget, FindingsView) and widget.row_count():
-            widget.moved(widget.cursor)  # the details, when the pane has no room for them
+            # The details, when the pane has no room for them: known once the tab shown
+            # has its size.
+            self.call_after_refresh(widget.moved, widget.cursor)
 
     def action_widen_source(self) -> None:
         """Give the source the whole middle row, hiding the futures table; again: back."""

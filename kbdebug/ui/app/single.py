@@ -234,8 +234,10 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         return status
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        # The mesh lists every PE: its tab takes rows from the timeline and the source.
+        # The mesh lists every PE, the findings say their advice: their tabs take rows
+        # from the timeline and the source.
         self.screen.set_class(event.pane.id == "mesh-tab", "-mesh")
+        self.screen.set_class(event.pane.id == "findings-tab", "-findings")
         # A tab the user switches to gets the keyboard, so Enter acts at once.
         if isinstance(self.focused, Tabs):
             for view in event.pane.query(RowView):

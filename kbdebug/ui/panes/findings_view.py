@@ -44,8 +44,11 @@ class FindingsView(RowView):
     note = reactive("")
     """Shown instead of the list when there is nothing to list (computing, failed, none)."""
 
-    #: Screen lines under the list for the highlighted finding's message and suggestion.
+    #: Screen lines under the list for the highlighted finding's message and suggestion:
+    #: at least these, and up to DETAIL_ROWS_WANTED (what a message and its fix take,
+    #: wrapped at 80 columns) taken from the list on a short pane.
     DETAIL_ROWS = 3
+    DETAIL_ROWS_WANTED = 7
 
     def __init__(self, n_pes: int = 1, *, id: str | None = None) -> None:
         """A findings list for a trace of ``n_pes`` PEs (which says where each holds)."""
@@ -58,12 +61,14 @@ class FindingsView(RowView):
 
     @property
     def detail_rows(self) -> int:
-        """Lines for the details: what the list leaves (after a blank line), at least
-        DETAIL_ROWS; none on a pane too small for both."""
+        """Lines for the details: what the list leaves (after a blank line); on a short
+        pane the list gives up rows, down to the highlighted finding's, until the details
+        have DETAIL_ROWS_WANTED; none on a pane too small for both."""
         height = self.size.height
-        if height <= 2 * self.DETAIL_ROWS:
+        if height <= self.DETAIL_ROWS:
             return 0
-        return max(self.DETAIL_ROWS, height - self.row_count() - 1)
+        spare = height - self.row_count() - 1
+        return max(spare, min(self.DETAIL_ROWS_WANTED, height - 1))
 
     @property
     def page_rows(self) -> int:
