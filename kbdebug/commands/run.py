@@ -14,6 +14,7 @@ from pathlib import Path
 from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace.writer import TraceWriter
+from kbdebug.commands import run_values
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.launch import perturb
@@ -78,6 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--force", action="store_true", help="replace OUT even if it is not a kbdebug trace"
     )
     p.add_argument("--no-check", action="store_true", help="skip the numpy reference check")
+    run_values.add_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     p.add_argument(
         "--open",
@@ -115,6 +117,7 @@ def _run(args: argparse.Namespace) -> int:
         stdout=True,
         binary=True,
     )
+    values = run_values.ValuesOutput(args, out)  # refused, like OUT, before the run
     folder = out.target.parent
     if not out.stream and not folder.is_dir():
         why = f"{folder} is not a folder" if folder.exists() else f"there is no folder {folder}"
@@ -142,9 +145,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"setup:  inputs built in {time.perf_counter() - started:.2f} s", flush=True)
         writer = _writer(out)
         status.running(writer)
-        failure, stopped, result, elapsed = _record(launcher, scenario, writer, out)
+        failure, stopped, result, elapsed = _record(launcher, scenario, writer, out, values)
         status.clear()
         _report_written(out, writer, failure, stopped)
+        values.save(out.target)
         if failure is not None:
             kind = "deadlock" if isinstance(failure, DeadlockError) else "error"
             print(f"status: {kind} after {elapsed:.2f} s")
@@ -183,7 +187,13 @@ def _writer(out: Output) -> TraceWriter:
     return TraceWriter(out.open("wb", buffering=0))
 
 
-def _record(launcher: Launcher, scenario: Scenario, writer: TraceWriter, out: Output):
+def _record(
+    launcher: Launcher,
+    scenario: Scenario,
+    writer: TraceWriter,
+    out: Output,
+    values: run_values.ValuesOutput,
+):
     """Run ``scenario`` into ``writer``: (failure, stop signal, result, wall seconds)."""
     started = time.perf_counter()
     failure: EmulatorError | None = None
@@ -191,7 +201,7 @@ def _record(launcher: Launcher, scenario: Scenario, writer: TraceWriter, out: Ou
     result = None
     try:
         with _stopped_by_signals(writer), launcher.importing():
-            result = scenario.run(recorder=writer)
+            result = scenario.run(recorder=writer, values=values.keeper)
     except EmulatorError as e:
         failure = e
     except KeyboardInterrupt as e:
@@ -306,6 +316,7 @@ def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:
         argv += ["--config", args.config]
     if args.perturb is not None:
         argv += perturb.argv(args.perturb, perturb.bounds(args))
+    argv += run_values.argv(args)
     argv += ["-o", str(output)]
     flags = {
         "force": "--force",
