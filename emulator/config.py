@@ -34,6 +34,7 @@ MAX_MESH_SIDE = wire.MAX_PES  # rows or columns; the bound on channels is the ti
 MAX_COMPOSITE_DEPTH = 1024
 MAX_PERTURB_SEED = 2**32 - 1
 MAX_GRANT_WINDOW = 1024  # waiting commands a perturbed grant picks among
+MAX_PERTURB_SPREAD = 9.0  # a perturbed latency is at most 10 times its nominal
 CLOCK_RANGE_MHZ = (1.0, 1e6)  # the clocks an export converts with (kbdebug.export.chrome)
 #: Channels of a whole mesh at most (wire.MAX_ARRAY_LEN: the header's channel table).
 MAX_TRACE_CHANNELS = wire.MAX_ARRAY_LEN
@@ -132,9 +133,9 @@ class HardwareConfig:
         0.5,
         "fraction",
         "with perturb_seed: each DMA transfer's and IPCQ message's latency is drawn within "
-        "+/- this fraction of its nominal (a link still delivers in order)",
+        "+/- this fraction of its nominal, never below 0 (a link still delivers in order)",
         0.0,
-        1.0,
+        MAX_PERTURB_SPREAD,
     )
     perturb_grant_window: int = _field(
         2,

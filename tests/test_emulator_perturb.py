@@ -82,6 +82,13 @@ def test_latencies_stay_within_their_bounds_and_move():
     assert len(set(drawn)) > 50
 
 
+def test_a_spread_past_one_only_lengthens_latencies():
+    jitter = Jitter(3, 0, 0, spread=3.0, window=1, in_order=False)
+    drawn = [jitter.latency(100, now=0) for _ in range(400)]
+    assert min(drawn) >= 0 and max(drawn) <= 400
+    assert min(drawn) < 20 and max(drawn) > 380  # the whole range 0..4x is drawn from
+
+
 def test_a_link_delivers_in_order_whatever_the_draws():
     jitter = Jitter(3, 0, 0, spread=1.0, window=1, in_order=True)
     landings = [now + jitter.latency(100, now) for now in range(0, 400, 4)]

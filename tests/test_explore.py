@@ -105,7 +105,7 @@ def test_open_keeps_the_first_failing_trace_under_a_new_name_each_time(in_tmp, c
         (["--runs", "0"], "--runs 0: expected 1 to 100,000"),
         (["--seed", "0"], "--seed 0: expected at least 1 (seed 0 is the nominal run)"),
         (["--set", "perturb_seed=3"], "--set perturb_seed: explore sets the perturbation itself"),
-        (["--perturb-latency", "1.5"], '--perturb-latency 1.5: "perturb_latency" must be <= 1.0'),
+        (["--perturb-latency", "12"], '--perturb-latency 12.0: "perturb_latency" must be <= 9.0'),
         (["--open", "--json"], "--open opens the app: use it without --json"),
     ],
 )

@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
+#: Largest ``spread``: a latency drawn up to this many times over its nominal, plus one.
+MAX_SPREAD = 9.0
+
 
 class Jitter:
     """Latencies within ``+/- spread`` of nominal; grants among the ``window`` oldest waiting.
+
+    A latency is drawn uniformly between ``max(0, 1 - spread)`` and ``1 + spread``
+    times its nominal: past 1, the spread only lengthens (a latency is never
+    negative).
 
     ``in_order``: deliveries keep their order (an IPCQ link is a FIFO: a message
     never overtakes the one sent before it), so a draw that would land a
@@ -26,8 +33,8 @@ class Jitter:
     def __init__(
         self, seed: int, pe: int, channel: int, *, spread: float, window: int, in_order: bool
     ):
-        if not 0 <= spread <= 1:
-            raise ValueError(f'"spread" must be within 0..1, got {spread!r}')
+        if not 0 <= spread <= MAX_SPREAD:
+            raise ValueError(f'"spread" must be within 0..{MAX_SPREAD}, got {spread!r}')
         if window < 1:
             raise ValueError(f'"window" must be >= 1, got {window!r}')
         latencies, grants = np.random.SeedSequence([seed, pe, channel]).spawn(2)
@@ -43,7 +50,8 @@ class Jitter:
 
     def latency(self, nominal: int, now: int) -> int:
         """The latency of the channel's next transfer, leaving the channel at ``now``."""
-        factor = 1.0 + self.spread * (2.0 * float(self._latencies.random()) - 1.0)
+        low = max(0.0, 1.0 - self.spread)
+        factor = low + (1.0 + self.spread - low) * float(self._latencies.random())
         cycles = int(nominal * factor + 0.5)
         if self.in_order:
             landing = max(now + cycles, self.last_landing)
