@@ -97,7 +97,7 @@ def future_phase_events(events, future: int, phase: str) -> list[int]:
         "queued": (Kind.CHAN_REQUEST, "cmd", cmd),
         "transferring": (Kind.CHAN_GRANT, "cmd", cmd),
         "ready": (Kind.COMPLETE, "cmd", cmd),
-        "waited": (Kind.WAIT_BEGIN, "future", future),
+        "waiting": (Kind.WAIT_BEGIN, "future", future),
         "resolved": (Kind.WAIT_END, "future", future),
     }[phase]
     return where(events, lambda e: e[0] == kind and field(e, key) == value)[:1]
@@ -180,6 +180,14 @@ def test_future_phase_stops_at_the_event_entering_it(case, phase):
     for future in range(replay.n_futures + 1):  # one past the last: never
         expected = future_phase_events(events, future, phase)
         assert_walks(replay, [FuturePhase(future=future, phase=phase)], expected)
+
+
+def test_future_phase_waiting_is_being_waited_on_and_the_old_name_still_reads(case):
+    replay, events = case
+    assert "waiting" in PHASES and "waited" not in PHASES
+    old = FuturePhase(future=1, phase="waited")
+    assert old.phase == "waiting" and old.describe(replay) == "future 1 waiting"
+    assert_walks(replay, [old], future_phase_events(events, 1, "waiting"))
 
 
 def test_future_phase_rejects_an_unknown_phase():

@@ -114,11 +114,11 @@ def test_future_phase_names_follow_the_lifecycle(traces):
     f = replay.index.futures
     future = int(f.wait_end.argmax())  # a future that was waited and resolved
     assert replay.future_phase(future) == "not issued"
-    for name, event in (("issued", f.issue), ("waited", f.wait_begin), ("resolved", f.wait_end)):
+    for name, event in (("issued", f.issue), ("waiting", f.wait_begin), ("resolved", f.wait_end)):
         replay.seek(int(event[future]) + 1)
         assert replay.future_phase(future) == name
         assert replay.future_phases()[future] == ["issued", "queued", "transferring", "ready",
-                                                  "waited", "resolved"].index(name)  # fmt: skip
+                                                  "waiting", "resolved"].index(name)  # fmt: skip
     assert replay.future_phase(replay.n_futures + 5) == "not issued"
     assert replay.future_events(replay.n_futures + 5) == []
 

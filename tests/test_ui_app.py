@@ -442,7 +442,7 @@ async def test_futures_table_shows_each_futures_phase_at_the_cursor():
         table = lines(app.query_one(FuturesTable))
         assert table[0].split()[0] == "future" and table[0].split()[-1] == "phase"
         row = next(line for line in table[1:] if line.split()[0] == str(app.selected_future))
-        assert row.split()[-1] == "waited"
+        assert row.split()[-1] == "waiting"
         assert table[-1].rstrip().endswith("not issued")
 
 

@@ -267,7 +267,7 @@ async def test_futures_show_their_line_and_no_time_before_the_cursor_reaches_it(
         assert first.split() == ["0", "load", "81", "543", "not", "issued"]
         assert second.split() == ["1", "load_async", "85", "842", "not", "issued"]
         await pilot.press("w", "c")  # future 0's wait: issued, not done yet
-        assert lines(table)[1].split() == ["0", "load", "81", "0", "543", "waited"]
+        assert lines(table)[1].split() == ["0", "load", "81", "0", "543", "waiting"]
         await pilot.press("c")
         assert lines(table)[1].split() == ["0", "load", "81", "0", "547", "543", "resolved"]
 

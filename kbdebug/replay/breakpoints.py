@@ -131,16 +131,22 @@ class SourceLine(Breakpoint):
         return where if self.pe is None else f"{where} on PE {self.pe}"
 
 
+#: Phase names of earlier versions, still understood in a breakpoint.
+_OLD_PHASE_NAMES = {"waited": "waiting"}
+
+
 @dataclass(eq=False)
 class FuturePhase(Breakpoint):
     """Future ``future`` entering ``phase``: the event that marks it (issued: its ISSUE,
-    queued: CHAN_REQUEST, transferring: CHAN_GRANT, ready: COMPLETE, waited:
-    WAIT_BEGIN, resolved: WAIT_END), if the trace has it."""
+    queued: CHAN_REQUEST, transferring: CHAN_GRANT, ready: COMPLETE, waiting:
+    WAIT_BEGIN, resolved: WAIT_END), if the trace has it. ``waited``, the phase's
+    name before it said what it means, is taken for ``waiting``."""
 
     future: int = 0
     phase: str = "resolved"
 
     def __post_init__(self) -> None:
+        self.phase = _OLD_PHASE_NAMES.get(self.phase, self.phase)
         if self.phase not in PHASES:
             raise ValueError(f"unknown phase {self.phase!r} (one of {', '.join(PHASES)})")
 
@@ -153,7 +159,7 @@ class FuturePhase(Breakpoint):
             "queued": f.request,
             "transferring": f.grant,
             "ready": f.complete,
-            "waited": f.wait_begin,
+            "waiting": f.wait_begin,
             "resolved": f.wait_end,
         }[self.phase]
         event = int(table[self.future])

@@ -16,8 +16,8 @@ What the state says, position by position (position p: events 0..p-1 applied):
   the commands requested and not yet granted, in request order;
 - a future's phase is the furthest it has reached (issued at ISSUE, queued at
   its command's CHAN_REQUEST, transferring at CHAN_GRANT, ready at COMPLETE,
-  waited at WAIT_BEGIN), so a future waited before its data arrives stays
-  waited; it leaves ``live`` at its WAIT_END (resolved).
+  waiting at WAIT_BEGIN: being waited on now), so a future waited before its data
+  arrives stays waiting; it leaves ``live`` at its WAIT_END (resolved).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from emulator.trace.schema import Kind
 from kbdebug.replay.index import NONE, TraceIndex
 
 #: Future phases in lifecycle order; a future's phase only moves forward.
-PHASES = ("issued", "queued", "transferring", "ready", "waited", "resolved")
+PHASES = ("issued", "queued", "transferring", "ready", "waiting", "resolved")
 ISSUED, QUEUED, TRANSFERRING, READY, WAITED, RESOLVED = range(6)
 #: Phase code of a future not issued yet at a position.
 NOT_ISSUED = -1
