@@ -2,15 +2,19 @@
 
 A finding fails the gate when a selector (:mod:`kbdebug.analysis.select`) picks it and
 its estimated saving reaches ``min_saving`` of its PE's kernel time (of the launch's on
-a mesh, where a finding's saving is the launch's); a run that did not
-complete fails whatever the selector (its findings cover only what ran).
+a mesh, where a finding's saving is the launch's); a hazard (KB2xx) fails it whenever a
+selector picks it (``any``, ``hazard``, its rule or id): it has no saving, its result is
+wrong; a run that did not complete fails whatever the selector (its findings cover only
+what ran).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kbdebug.analysis.findings import MIN_SHARE, Finding
+from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import matches, share_of
 from kbdebug.safe_text import escape
@@ -30,6 +34,11 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _short(loc) -> str:
+    """``file:line`` of a location, escaped (``?`` when unknown)."""
+    return "?" if loc is None else escape(f"{loc.file}:{loc.line}", 512)
+
+
 def percent(share: float) -> str:
     """``18 %``; ``<1 %`` for a share that rounds to nothing but is not zero."""
     if 0 < share < 0.005:
@@ -47,12 +56,15 @@ class Gate:
         matched: list[tuple[Finding, float]],
         below: list[tuple[Finding, float]],
         reason: str | None,
+        hazards: list[Hazard] | None = None,
     ):
         self.selectors = selectors
         self.min_saving = min_saving
         self.matched = matched
         self.below = below
         self.reason = reason
+        #: The hazards a selector picked (each fails the gate, whatever its size).
+        self.hazards = hazards or []
 
     @classmethod
     def check(
@@ -62,14 +74,16 @@ class Gate:
         findings: list[Finding],
         bounds: list[PEBound],
         reason: str | None,
+        hazards: Sequence[Hazard] = (),
     ) -> Gate:
-        matched, below = [], []
+        matched, below, picked = [], [], []
         if selectors:
             for f in findings:
                 if any(matches(f, s) for s in selectors):
                     share = share_of(f, bounds)
                     (matched if share >= min_saving else below).append((f, share))
-        return cls(selectors, min_saving, matched, below, reason)
+            picked = [h for h in hazards if any(matches(h, s) for s in selectors)]
+        return cls(selectors, min_saving, matched, below, reason, picked)
 
     @property
     def exit(self) -> int:
@@ -77,7 +91,7 @@ class Gate:
             return EXIT_OK
         if self.reason is not None:
             return EXIT_INCOMPLETE
-        return EXIT_GATE if self.matched else EXIT_OK
+        return EXIT_GATE if self.matched or self.hazards else EXIT_OK
 
     def explain(self) -> list[str]:
         """Lines for stderr: why the gate failed (none when it passed or was not asked)."""
@@ -85,11 +99,28 @@ class Gate:
             return [f"--fail-on: the run did not complete: {escape(one_line(self.reason))}"]
         if self.exit != EXIT_GATE:
             return []
+        lines = []
+        selectors = escape(",".join(self.selectors), 512)
+        if self.hazards:
+            k = len(self.hazards)
+            lines.append(
+                f"--fail-on {selectors} matched {k} hazard{'s' if k != 1 else ''} "
+                "(results that depend on timing):"
+            )
+            for h in self.hazards[:GATE_LINES]:
+                pes = f"PE {h.first.pe} and PE {h.second.pe}" if h.across_pes else f"PE {h.pe}"
+                lines.append(
+                    f"  {escape(h.id, 512)}  ({escape(h.title, 64)}, {_short(h.first.loc)} "
+                    f"then {_short(h.second.loc)}, {pes})"
+                )
+            if k > GATE_LINES:
+                lines.append(f"  ... {k - GATE_LINES} more (--json lists all)")
         n = len(self.matched)
-        lines = [
-            f"--fail-on {escape(','.join(self.selectors), 512)} matched {n} finding"
-            f"{'s' if n != 1 else ''} worth at least {percent(self.min_saving)} of its PE's time:"
-        ]
+        if n or not self.hazards:
+            lines.append(
+                f"--fail-on {selectors} matched {n} finding{'s' if n != 1 else ''} worth at "
+                f"least {percent(self.min_saving)} of its PE's time:"
+            )
         for f, share in self.matched[:GATE_LINES]:
             lines.append(
                 f"  {escape(f.id, 512)}  ({escape(f.line_id or '-', 512)}, PE{f.pe}, "
@@ -110,6 +141,6 @@ class Gate:
             "min_saving": self.min_saving,
             "failed": self.exit != EXIT_OK,
             "exit": self.exit,
-            "matched": [f.id for f, _ in self.matched],
+            "matched": [f.id for f, _ in self.matched] + [h.id for h in self.hazards],
             "below_min_saving": [f.id for f, _ in self.below],
         }

@@ -17,8 +17,8 @@ MAX_NAME = 64
 
 def byte_range_text(header: dict[str, Any], lo: int, hi: int) -> str:
     """``out[64:128]`` (rows of a named tensor holding [lo, hi)), ``out.flat[10:20]``
-    (elements when not whole rows), or ``bytes 0x1000..0x1800 (2,048)``."""
-    address = f"bytes {lo:#x}..{hi:#x} ({hi - lo:,})"
+    (elements when not whole rows), or ``0x1000..0x1800 (2,048 bytes)``."""
+    address = f"{lo:#x}..{hi:#x} ({hi - lo:,} bytes)"
     tensors = header.get("tensors") if isinstance(header, dict) else None
     if not isinstance(tensors, list):
         return address

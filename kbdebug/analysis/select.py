@@ -3,9 +3,12 @@
 Selectors (``kbdebug report --fail-on``, comma lists or repeated):
 
 ``any``
-    every finding;
+    every finding and every hazard;
+``hazard``
+    every hazard (KB201-KB203, :mod:`kbdebug.analysis.hazards`): a hazard fails the
+    gate whatever ``--min-saving`` says, having no saving;
 ``KB102`` (any case: ``kb102``)
-    every finding of that rule;
+    every finding (or hazard) of that rule;
 ``KB102:FILE::FUNCTION::TEXT#N`` (the edit-proof id, :mod:`kbdebug.analysis.identity`)
     that call site; quote it in a shell (``--fail-on 'KB102:qk.py::decode::tl.wait(kf)#0'``);
 ``KB102:FILE:LINE`` (the line form, still accepted and printed for humans)
@@ -50,16 +53,17 @@ _OPEN, _CLOSE = "([{", ")]}"
 
 def _rules() -> dict[str, str]:
     from kbdebug.analysis.findings import RULES
+    from kbdebug.analysis.hazards import HAZARD_RULES
 
-    return RULES
+    return {**RULES, **HAZARD_RULES}
 
 
 def _normal(selector: str) -> str:
     """The selector with its rule code upper case, ``any`` lower case and a short id's
     spacing and arrow made one."""
     selector = selector.strip()
-    if selector.lower() == "any":
-        return "any"
+    if selector.lower() in ("any", "hazard"):
+        return selector.lower()
     short = _SHORT.fullmatch(selector)
     if short:
         caller = f" ← {short['caller']}" if short["caller"] else ""
@@ -99,7 +103,7 @@ def parse_selectors(values: Iterable[str]) -> list[str]:
             selector = _normal(part)
             if not selector:
                 raise ValueError(f"empty selector in {value!r}")
-            if selector == "any":
+            if selector in ("any", "hazard"):
                 out.append(selector)
                 continue
             rule, sep, rest = selector.partition(":")
@@ -109,7 +113,7 @@ def parse_selectors(values: Iterable[str]) -> list[str]:
                 continue
             if rule not in rules or (sep and not rest):
                 raise ValueError(
-                    f"bad selector {part.strip()!r}: expected 'any', a rule code "
+                    f"bad selector {part.strip()!r}: expected 'any', 'hazard', a rule code "
                     f"({', '.join(rules)}), a finding id such as "
                     f"'KB102:kernel.py::decode::tl.wait(f)#0', RULE:FILE:LINE, or a short "
                     f"id such as 'KB107 pipeline.py:54 <- attention.py:113'"
@@ -119,8 +123,8 @@ def parse_selectors(values: Iterable[str]) -> list[str]:
 
 
 def matches(finding: Finding, selector: str) -> bool:
-    """Whether ``selector`` picks ``finding``: ``any``, a rule code, an id, a line id or
-    a short id. The one test the gate, ``diff`` and the app use.
+    """Whether ``selector`` picks ``finding`` (or a hazard): ``any``, ``hazard``, a rule
+    code, an id, a line id or a short id. The one test the gate, ``diff`` and the app use.
 
     Rule codes match in any case; an id without ``:peN`` picks that site on every PE,
     one with ``:peN`` a finding that holds on PE N.
@@ -130,6 +134,10 @@ def matches(finding: Finding, selector: str) -> bool:
     selector = _normal(selector)
     if selector in ("any", finding.rule):
         return True
+    if selector == "hazard":
+        from kbdebug.analysis.hazards import HAZARD_RULES
+
+        return finding.rule in HAZARD_RULES
     if _SHORT.fullmatch(selector):
         mine = short_id(finding)
         return selector == mine or (" ← " not in selector and mine.startswith(selector + " ←"))

@@ -17,7 +17,9 @@ Exit status:
     fails whatever the selector; stderr says why. Without ``--fail-on`` such a trace
     is reported (status line first) with exit 0.
 
-``--fail-on`` takes ``any``, a rule code (``KB102``, any case), a finding id
+``--fail-on`` takes ``any`` (every finding and hazard), ``hazard`` (every hazard:
+KB201-KB203 fail the gate whatever ``--min-saving``, having no saving), a rule code
+(``KB102``, any case), a finding id
 (``'KB102:qk.py::decode::tl.wait(kf)#0'``, quoted: see
 :mod:`kbdebug.analysis.identity`) or the line form ``KB102:qk.py:27``; an id
 without its ``:peN`` suffix selects that site on every PE. Repeat it or give a
@@ -101,7 +103,8 @@ def add_parser(subparsers) -> None:
         action="append",
         default=[],
         metavar="SEL",
-        help="exit 1 if a finding matches: 'any', a rule code (KB102, kb102), a finding id "
+        help="exit 1 if a finding or hazard matches: 'any', 'hazard' (every hazard, whatever "
+        "--min-saving), a rule code (KB102, kb102), a finding id "
         "(quote it) or RULE:FILE:LINE; comma lists and repeats add up. Exit 3 if the run "
         "did not complete, whatever the selector",
     )
@@ -140,9 +143,11 @@ def run(args: argparse.Namespace) -> int:
     summary, futures, bounds = analysis.summary, analysis.futures, analysis.bounds
     findings = sort_findings(analysis.findings, bounds)
     reason = analysis.incomplete
-    gate = Gate.check(selectors, min_saving, findings, bounds, reason)
+    hazards = analysis.hazards
+    gate = Gate.check(selectors, min_saving, findings, bounds, reason, hazards)
     figures = (args.trace, summary, futures, findings, bounds, reason)
     more = {
+        "hazards": hazards,
         "chains": analysis.worst_wait_chains,
         "launch": analysis.launch_efficiency,
         "contention": analysis.contention,

@@ -44,6 +44,28 @@ escapes them)::
                    "channel" (str | null), "issued", "granted", "done",
                    "waited", "resolved" (int | null), "stall": int,
                    "loc": loc, "wait_loc": loc}],   # every future, by id
+      "hazards": [{"id",                # KB201-KB203: two accesses to overlapping bytes,
+                                        # at least one a store, no wait or message orders
+                                        # (RULE:SECOND&FIRST identities, :peN on one PE N)
+                   "line_id",           # RULE:FILE:LINE of the second access
+                   "rule", "title",     # "read-after-write", "write-after-read", ...
+                   "across_pes": bool,
+                   "pes": [int],        # every PE either side of an occurrence
+                   "first", "second": {"pe", "op", "loc": loc,
+                                       "issue_event": int,
+                                       "event": int | null,  # when it touched HBM (a
+                                       "cycle": int | null,  # load's grant, a store's
+                                                             # landing); null: never
+                                       "wait_loc": loc},     # where it was waited
+                   "bytes": {"lo", "hi": int,  # the overlapping bytes [lo, hi)
+                             "where": str},    # a tensor slice or the address range
+                   "outcome": str,      # what this run read, or which store landed last
+                   "count": int,        # unordered pairs of these two lines
+                   "message", "suggestion",
+                   "fix": {"pe": int, "loc": loc},  # the wait goes just above loc
+                   "events": [int]}],   # each occurrence's second access, sorted
+                                        # (listed before the findings; any fails the
+                                        # gate of --fail-on any or hazard)
       "findings": [{"id",               # edit-proof: RULE:FILE::FUNCTION::TEXT#N, one
                                         # per site over every PE (no :peN)
                     "line_id",          # RULE:FILE:LINE
@@ -79,7 +101,8 @@ escapes them)::
                                 "op": str}}],   # why the last link's send was late
       "gate": {"selectors": [str], "min_saving": float,
                "failed": bool, "exit": int,
-               "matched": [id],          # selected, saving at or above min_saving
+               "matched": [id],          # selected, saving at or above min_saving;
+                                         # and every hazard selected
                "below_min_saving": [id]} # selected, but too small to count
     }
 """
@@ -94,10 +117,12 @@ from kbdebug.analysis.across_pes import short_id
 from kbdebug.analysis.contention import HbmContention
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import MIN_SAVING, Gate
+from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import WaitChain
+from kbdebug.export.report_hazards import hazard_json
 
 SCHEMA = "kbdebug.report/4"
 
@@ -118,9 +143,11 @@ def to_json(
     chains: list[WaitChain] | None = None,
     launch: tuple[int, float | None] | None = None,
     contention: list[HbmContention] | None = None,
+    hazards: list[Hazard] | None = None,
 ) -> dict[str, Any]:
     """The report as a ``kbdebug.report/4`` document (``chains``: the longest receive
-    waits followed across PEs, ``Analysis.worst_wait_chains``)."""
+    waits followed across PEs, ``Analysis.worst_wait_chains``; ``hazards``:
+    ``Analysis.hazards``)."""
     bounds = bounds or []
     gate = gate or Gate([], MIN_SAVING, [], [], reason)
     savings = savings_by_pe(findings)
@@ -175,6 +202,7 @@ def to_json(
             {**asdict(row), "loc": loc_json(row.loc), "wait_loc": loc_json(row.wait_loc)}
             for row in futures
         ],
+        "hazards": [hazard_json(h) for h in hazards or ()],
         "findings": [
             {
                 "id": f.id,

@@ -12,10 +12,12 @@ from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.contention import HbmContention
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import one_line, percent
+from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound, launch_efficiency
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import STALL, TRANSIT, WORK, ChainRoot, WaitChain
+from kbdebug.export.report_hazards import hazard_lines
 from kbdebug.export.report_spread import BUSY_SPREAD_FROM, SPREAD_FROM, busy_spread, pe_spread
 from kbdebug.safe_text import escape
 
@@ -224,10 +226,12 @@ def render(
     chains: list[WaitChain] | None = None,
     launch: tuple[int, float | None] | None = None,
     contention: list[HbmContention] | None = None,
+    hazards: list[Hazard] | None = None,
 ) -> str:
     """The report as text, the status line first; on many PEs the per-PE and busy tables
     are spreads (min, median, max) unless ``per_pe``; ``chains``: the longest receive
-    waits followed across PEs (``Analysis.worst_wait_chains``)."""
+    waits followed across PEs (``Analysis.worst_wait_chains``); ``hazards`` are listed
+    before the findings (None: not checked, no section)."""
     bounds = bounds or []
     ran = len(bounds) or summary.n_pes
     spread = ran >= SPREAD_FROM and not per_pe
@@ -331,6 +335,8 @@ def render(
         if worst:
             lines += ["", f"worst stalls ({len(worst)} futures):"]
             lines += _futures_rows(worst)
+    if hazards is not None:
+        lines += hazard_lines(hazards)
     if findings:
         lines += ["", f"findings ({len(findings)}, largest estimated saving first):"]
     else:
