@@ -194,7 +194,8 @@ class _PerfettoExporter:
         if self._batch.packet:
             self.stats.packets += len(self._batch.packet)
             self._out.write(self._batch.SerializeToString())
-            del self._batch.packet[:]
+            # A fresh message: clearing one keeps its arena, which would grow with the trace.
+            self._batch = self.pb.Trace()
 
     def write(self, out: BinaryIO) -> PerfettoStats:
         self._out = out
