@@ -554,8 +554,9 @@ async def test_a_stop_at_a_blocking_loads_wait_says_it_is_a_blocking_tl_load():
         await pilot.press("w", "c")
         assert app.status.startswith(
             f"stopped at a blocking tl.load stalled {stall:,} cycles "
-            f"at attention.py:{loc.line}: PE 0, future {future}"
+            f"at attention.py:{loc.line}: future {future}"
         )
+        assert len(app.status) <= 79  # whole on an 80-column screen
         assert "tl.wait" not in app.status
         # A tl.wait's stop still says tl.wait.
         await press_until_wait(app, pilot)

@@ -355,14 +355,15 @@ def stop_reason(replay: Replay, hit: Hit) -> str:
             what = "blocking tl.load" if blocking_load(replay, future) else "tl.wait"
             return f"stopped at a stalled {what}{where}: PE {pe} {forever} for future {future}"
         # The stall before the future: on a narrow screen the end is cut, and the header's
-        # first line already names the future.
+        # first line already names the future. One PE goes unnamed, so 80 columns hold it.
+        who = f"PE {pe}, " if index.n_pes > 1 else ""
         if blocking_load(replay, future):
             # A blocking load waits inside the call: its line has no tl.wait to point at.
             return (
                 f"stopped at a blocking tl.load stalled {stall:,} cycles{where}: "
-                f"PE {pe}, future {future}"
+                f"{who}future {future}"
             )
-        waits = f"PE {pe} waits {stall:,} cycles for future {future}"
+        waits = f"{who}waits {stall:,} cycles for future {future}"
         return f"stopped at a stalled tl.wait{where}: {waits}"
     if isinstance(bp, SourceLine) and loc is not None:
         if Kind(int(c.kind[i])) in (Kind.ISSUE, Kind.WAIT_BEGIN):
