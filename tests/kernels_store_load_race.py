@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emulator import Memory
+from emulator import HardwareConfig, Memory
 from emulator.scenarios import Scenario
 
 ROWS, COLS = 8, 16  # a 512-byte f32 tile
@@ -73,3 +73,10 @@ def launch_race(n_tiles: int = 2) -> Scenario:
 def launch_fenced(n_tiles: int = 2) -> Scenario:
     """The fenced twin on ``n_tiles`` tiles."""
     return _launch(kernel_fenced, n_tiles)
+
+
+def launch_fenced_on_two_write_channels(n_tiles: int = 2) -> Scenario:
+    """The fenced twin on hardware of its own choosing (two DMA write channels)."""
+    scenario = _launch(kernel_fenced, n_tiles)
+    scenario.config = HardwareConfig(dma_write_channels=2)
+    return scenario

@@ -10,6 +10,7 @@ import pytest
 
 from emulator.trace.reader import read_trace
 from kbdebug.cli import main
+from kbdebug.sweep.point import PointTask, build
 from kbdebug.ui import KbdebugApp
 
 KERNELS = Path(__file__).parent / "kernels_store_load_race.py"
@@ -38,6 +39,16 @@ def test_run_perturb_reproduces_a_run_byte_for_byte_and_says_so(in_tmp, capsys):
     main(["run", RACE, "--perturb", "0", "-q", "-o", "off.kbt"])
     main(["run", RACE, "-q", "-o", "nominal.kbt"])
     assert (in_tmp / "off.kbt").read_bytes() == (in_tmp / "nominal.kbt").read_bytes()
+
+
+def test_a_perturbation_keeps_the_hardware_the_scenario_chose(in_tmp, capsys):
+    own = f"{KERNELS}:launch_fenced_on_two_write_channels"
+    main(["run", own, "--perturb", "3", "-q", "-o", "own.kbt"])
+    config = read_trace(str(in_tmp / "own.kbt")).header["config"]
+    assert (config["dma_write_channels"], config["perturb_seed"]) == (2, 3)
+    task = PointTask(0, own, (), (), None, perturb=(("perturb_seed", 3),))
+    _, scenario = build(task)
+    assert (scenario.config.dma_write_channels, scenario.config.perturb_seed) == (2, 3)
 
 
 def test_explore_lists_the_race_s_wrong_outputs_with_their_hazard_and_command(in_tmp, capsys):

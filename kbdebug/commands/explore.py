@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
                 f"--set {key}: explore sets the perturbation itself (--seed, "
                 "--perturb-latency, --perturb-grant)"
             )
-    with_hardware(read_config(args.config), hw)  # refused here, before anything runs
+    base = read_config(args.config)
+    with_hardware(base, hw)  # refused here, before anything runs
     defaults = HardwareConfig()
     bounds = {name: getattr(defaults, name) for _, _, name in perturb.BOUNDS}
     bounds.update(perturb.bounds(args))
@@ -128,20 +129,19 @@ def run(args: argparse.Namespace) -> int:
     if ":" in spec and spec not in SCENARIOS:
         path_text, _, function = spec.rpartition(":")
         spec = f"{Path(path_text).resolve()}:{function}"
-    base = read_config(args.config)
     base_config = None if args.config is None else tuple(base.to_dict().items())
 
     def task(seed: int) -> PointTask:
         """The run of ``seed`` (0: the nominal run), as a sweep point."""
-        fields = {**hw, "perturb_seed": seed, **bounds} if seed else hw
         return PointTask(
             index=seed,
             scenario=spec,
             params=tuple(params.items()),
-            hw=tuple(fields.items()),
+            hw=tuple(hw.items()),
             base_config=base_config,
             check=not args.no_check,
             explore=True,
+            perturb=tuple({"perturb_seed": seed, **bounds}.items()) if seed else (),
         )
 
     command = ["kbdebug", "run", args.scenario]

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbdebug.launch.perturb import argv
 from kbdebug.safe_text import escape
 from kbdebug.sweep.point import CHECK_FAILED, Row
 
@@ -95,8 +96,6 @@ class Exploration:
 
     def reproduce(self, seed: int) -> str:
         """The shell command that records run ``seed`` again, byte for byte."""
-        from kbdebug.launch.perturb import argv
-
         return shlex.join([*self.command, *argv(seed, self.bounds)])
 
     def differing(self) -> list[tuple[int, Row, list[str]]]:
