@@ -9,6 +9,7 @@ from kbdebug.replay.breakpoints import (
     EventKind,
     FindingHit,
     FuturePhase,
+    HazardHit,
     SourceLine,
     StalledWait,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "EventKind",
     "FindingHit",
     "FuturePhase",
+    "HazardHit",
     "Hit",
     "PEState",
     "Replay",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kbdebug.analysis.findings import Finding
-from kbdebug.replay import FindingHit, Replay
+from kbdebug.analysis.hazards import Hazard
+from kbdebug.replay import FindingHit, HazardHit, Replay
 from kbdebug.ui import queries
 from kbdebug.ui.app.line_breakpoints import toggle_line
 from kbdebug.ui.screens.breakpoint_dialog import BreakpointDialog
@@ -81,9 +82,12 @@ class BreakpointActions:
         changed = False
         for replay, findings in self.finding_runs():
             found = None if findings is None else tuple(findings)
+            hazards = None if found is None else tuple(h for h in found if isinstance(h, Hazard))
             for bp in replay.breakpoints:
                 if isinstance(bp, FindingHit) and bp.findings != found:
                     bp.findings, changed = found, True
+                if isinstance(bp, HazardHit) and bp.hazards != hazards:
+                    bp.hazards, changed = hazards, True
         if changed:
             self.breaks = queries.breakpoint_summary(self.replay)
             self.breakpoint_generation += 1

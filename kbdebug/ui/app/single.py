@@ -198,14 +198,16 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         return (self.replay,)
 
     def _analyse(self, replays: tuple[Replay, ...]) -> tuple:
-        """The findings, bounds and the launch's efficiency, on a private Replay over the
-        same (read-only) index."""
+        """The hazards and findings, bounds and the launch's efficiency, on a private
+        Replay over the same (read-only) index."""
         analysis = Analysis(Replay(replays[0].index, replays[0].path))
-        return list(analysis.findings), analysis.bounds, analysis.launch_efficiency
+        found = list(analysis.findings)
+        return found, analysis.bounds, analysis.launch_efficiency, list(analysis.hazards)
 
     def _show_analysis(self, result: object | None, error: str | None) -> None:
-        findings, bounds, launch = result if result is not None else ([], None, None)
-        self.findings = queries.biggest_saving_first(findings)
+        findings, bounds, launch, hazards = result if result is not None else ([], None, None, [])
+        # Hazards (wrong results) before the findings (slow ones), as report lists them.
+        self.findings = [*hazards, *queries.biggest_saving_first(findings)]
         for header in self.query(StatusHeader):
             header.launch = launch
             header.bounds = bounds

@@ -1,4 +1,4 @@
-"""FindingsView: the serialisation findings of the trace; Enter jumps to one."""
+"""FindingsView: the hazards and serialisation findings of the trace; Enter jumps to one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from textual.strip import Strip
 
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.hazards import HAZARD_RULES, Hazard
 from kbdebug.safe_text import escape
 from kbdebug.ui.messages import FindingChosen, FindingHighlighted
 from kbdebug.ui.panes.rowview import RowView
@@ -38,8 +39,8 @@ class FindingsView(RowView):
     }
     """
 
-    findings: reactive[list[Finding] | None] = reactive(None, always_update=True)
-    """The findings, or None while they are being computed."""
+    findings: reactive[list[Finding | Hazard] | None] = reactive(None, always_update=True)
+    """The hazards, then the findings; None while they are being computed."""
 
     note = reactive("")
     """Shown instead of the list when there is nothing to list (computing, failed, none)."""
@@ -85,6 +86,8 @@ class FindingsView(RowView):
         amount = f"{n:,}" if n < 1_000_000 else cycles(n)
         # The estimated saving of the fix and its share of the PE's time: what to fix first.
         cost = f"saves ~{amount} ({finding.share:.0%})" if n else ""
+        if finding.rule in HAZARD_RULES:
+            cost = "hazard: timing-dependent"
         title = escape(finding.title, 64)
         return [
             Segment(f" {rule:<6}", base + self.component_style("findings-view--rule")),
@@ -119,7 +122,9 @@ class FindingsView(RowView):
         wrap = max(width - 2, 10)
         pes = finding.pes or (finding.pe,)
         # The message is one PE's: say whose when the finding holds on several (as report).
-        message = f"PE {pes[0]}: {finding.message}" if len(pes) > 1 else finding.message
+        message = finding.message
+        if len(pes) > 1 and not message.startswith("PE"):
+            message = f"PE {pes[0]}: {message}"
         lines = textwrap.wrap(message, wrap)
         suggestion = textwrap.wrap("→ " + finding.suggestion, wrap)
         rows = self.detail_rows

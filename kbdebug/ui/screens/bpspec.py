@@ -11,6 +11,7 @@ from kbdebug.replay import (
     EventKind,
     FindingHit,
     FuturePhase,
+    HazardHit,
     SourceLine,
     StalledWait,
 )
@@ -18,7 +19,7 @@ from kbdebug.replay import (
 #: Shown under the input box of the breakpoint list.
 SYNTAX = (
     "wait [>= N] [pe P] [at FILE:LINE]   line [FILE:]LINE [pe P]   future N [PHASE]   "
-    "cycle N   kind KIND [pe P]   finding [RULE]"
+    "cycle N   kind KIND [pe P]   finding [RULE]   hazard [RULE]"
 )
 
 
@@ -64,6 +65,8 @@ def parse_breakpoint(text: str) -> Breakpoint:
         return EventKind(kind=kinds[name], pe=opts.get("pe"))
     if head == "finding":
         return FindingHit(prefix=rest[0] if rest else "")
+    if head == "hazard":
+        return HazardHit(rule=rest[0].upper() if rest else "")
     raise ValueError(f"not a breakpoint: {text.strip()!r}; try: " + SYNTAX)
 
 
