@@ -27,7 +27,8 @@ async def _stop_at_second_stalled_wait(pilot) -> None:
 async def _flip_to_b_at_a_linked_call(pilot) -> None:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
-    await pilot.press("x", *["n"] * 6)
+    # s steps into helpers (as n did before it stepped over them); the first enters the kernel.
+    await pilot.press("x", *["s"] * 7)
     await pilot.pause()
 
 
