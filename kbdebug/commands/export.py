@@ -11,6 +11,7 @@ from pathlib import Path
 from emulator.trace.errors import TraceFormatError
 from kbdebug.errors import UserError
 from kbdebug.export.chrome import export_chrome
+from kbdebug.export.parquet import ParquetExists, ParquetMissing, export_parquet
 from kbdebug.export.perfetto import PerfettoMissing, export_perfetto, is_perfetto_export
 from kbdebug.outputs import Output, names_stdout, status_lines
 from kbdebug.replay.replay import Replay
@@ -35,6 +36,12 @@ status line to stderr.
 per PE's kernel, channel, scratch counter and futures; flows from each future's
 issue to its wait, by id; interned names and source locations), several times
 smaller than the JSON. It needs the perfetto package: pip install 'kbdebug[perfetto]'.
+
+--parquet DIR writes Parquet tables for SQL and dataframes (DuckDB, pandas, polars)
+into DIR: events, futures (issue, grant, complete, wait, stall, line, PE, tensor
+slice), findings, pes (per-PE figures) and locations; docs/sql.md has queries. An
+existing table file there is replaced only with --force. It needs pyarrow:
+pip install 'kbdebug[parquet]'.
 """
 
 
@@ -55,6 +62,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "OUT.pftrace: Perfetto's protobuf format",
     )
     p.add_argument(
+        "--parquet",
+        metavar="DIR",
+        help="write Parquet tables (events, futures, findings, pes, locations) into DIR",
+    )
+    p.add_argument(
         "--force", action="store_true", help="replace OUT even if kbdebug export did not write it"
     )
 
@@ -67,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     trace = Path(args.trace)
+    if args.parquet is not None:
+        if args.output is not None:
+            raise UserError("give -o OUT or --parquet DIR, not both")
+        return _export_parquet(open_replay(trace), Path(args.parquet), args.force)
     output = Path(args.output) if args.output else trace.with_suffix(".json")
     # Open the trace first: it names a bad input (a symlink loop, a FIFO) in one line.
     replay = open_replay(trace)
@@ -138,6 +154,21 @@ def _export_perfetto(replay: Replay, trace: Path, output: Path, force: bool) -> 
     if replay.status == "truncated":
         print(f"note: the trace is truncated; exported up to cycle {replay.end_time:,}")
     print("open it in https://ui.perfetto.dev")
+    return 0
+
+
+def _export_parquet(replay: Replay, directory: Path, force: bool) -> int:
+    try:
+        stats = export_parquet(replay, directory, force=force)
+    except (ParquetMissing, ParquetExists, NotADirectoryError) as e:
+        raise UserError(str(e)) from None
+    except OSError as e:
+        raise UserError(f"cannot write {directory}: {e.strerror or e}", status=1) from None
+    rows = ", ".join(f"{name} {count:,}" for name, count in stats.rows.items())
+    tables = f"{len(stats.files)} Parquet tables"
+    print(f"wrote {tables} to {directory} ({stats.bytes:,} bytes; rows: {rows})")
+    if replay.status == "truncated":
+        print(f"note: the trace is truncated; exported up to cycle {replay.end_time:,}")
     return 0
 
 

@@ -312,6 +312,11 @@ class _PerfettoExporter:
         for iid, name in enumerate(sorted(names), start=1):
             data.event_names.add(iid=iid, name=name)
             self._names[name] = iid
+        self._wait_iids = {
+            (what, loc): self._names[self._wait_name(what, loc)]
+            for loc in np.unique(self.waits["loc"]).tolist()
+            for what in ("stall", "wait")
+        }
         for name, iid in _ANNOTATION.items():
             data.debug_annotation_names.add(iid=iid, name=name)
         for loc_id, loc in enumerate(index.locs):
@@ -396,27 +401,31 @@ class _PerfettoExporter:
         valid = (fut >= 0) & (fut < len(f.cmd))
         flow = valid & (f.wait_begin[np.where(valid, fut, 0)] == w["begin"])
         flow &= f.cmd[np.where(valid, fut, 0)] >= 0
-        self.flow_futures = set(fut[flow].tolist())
+        # Per future id: whether its flow ends at a wait (only those get flow ids at all).
+        self.flows = np.zeros(len(f.cmd), dtype=bool)
+        self.flows[fut[flow]] = True
         cols = (w["pe"], w["loc"], fut, t0, t1, self.ns(t0), self.ns(t1), stalled, w["end"], flow)
-        for pe, loc, fid, c0, c1, ns0, ns1, stall, end, has_flow in zip(
-            *(col.tolist() for col in cols), strict=True
-        ):
-            track = int(self.kernel_uuid[pe])
-            slice_ = stall > 0 or (end < 0 and c1 > c0)
-            what = "stall" if slice_ else "wait"
-            kind = pb.TYPE_SLICE_BEGIN if slice_ else pb.TYPE_INSTANT
-            e = self.event(ns0, track, kind, self.name_iid(self._wait_name(what, loc)))
-            self.source(e, loc)
-            if fid >= 0:
-                self.annotate(e, "future", fid)
-            self.annotate(e, "stalled_cycles", stall)
-            if end < 0:
-                e.debug_annotations.add(name_iid=_ANNOTATION["unfinished"], bool_value=True)
-            if has_flow:
-                e.terminating_flow_ids.append(fid + 1)
-                self.stats.flows += 1
-            if slice_:
-                self.event(ns1, track, pb.TYPE_SLICE_END)
+        for lo in range(0, len(w["begin"]), BATCH):
+            rows = slice(lo, lo + BATCH)
+            for pe, loc, fid, c0, c1, ns0, ns1, stall, end, has_flow in zip(
+                *(col[rows].tolist() for col in cols), strict=True
+            ):
+                track = int(self.kernel_uuid[pe])
+                slice_ = stall > 0 or (end < 0 and c1 > c0)
+                what = "stall" if slice_ else "wait"
+                kind = pb.TYPE_SLICE_BEGIN if slice_ else pb.TYPE_INSTANT
+                e = self.event(ns0, track, kind, self._wait_iids[what, loc])
+                self.source(e, loc)
+                if fid >= 0:
+                    self.annotate(e, "future", fid)
+                self.annotate(e, "stalled_cycles", stall)
+                if end < 0:
+                    e.debug_annotations.add(name_iid=_ANNOTATION["unfinished"], bool_value=True)
+                if has_flow:
+                    e.terminating_flow_ids.append(fid + 1)
+                    self.stats.flows += 1
+                if slice_:
+                    self.event(ns1, track, pb.TYPE_SLICE_END)
         for pe in running:
             kind = int(end_kind[pe])
             e = self.event(int(self.ns(lane_end[pe])), int(self.kernel_uuid[pe]),
@@ -433,12 +442,13 @@ class _PerfettoExporter:
         t0, t1 = c.time[grant], self.time(release, self.end)
         order = np.lexsort((cmd, t0, chan))
         queued = np.where(request >= 0, t0 - self.time(request, 0), 0)
+        fut = k.future[cmd]
+        flow = (fut >= 0) & self.flows[np.where(fut >= 0, fut, 0)]
         cols = (cmd, chan, self.ns(t0), self.ns(t1), t1 - t0, queued, release >= 0,
-                k.op[cmd], k.future[cmd], k.nbytes[cmd], k.loc[cmd])  # fmt: skip
-        flows = self.flow_futures
+                k.op[cmd], fut, k.nbytes[cmd], k.loc[cmd], flow)  # fmt: skip
         for lo in range(0, len(order), BATCH):
             rows = order[lo : lo + BATCH]
-            for cmd_id, ch, ns0, ns1, cycles, queue, released, op, fid, nbytes, loc in zip(
+            for cmd_id, ch, ns0, ns1, cycles, queue, released, op, fid, nbytes, loc, flow in zip(
                 *(col[rows].tolist() for col in cols), strict=True
             ):
                 track = int(self.channel_uuid[ch])
@@ -448,7 +458,7 @@ class _PerfettoExporter:
                 self.annotate(e, "cmd", cmd_id)
                 if fid >= 0:
                     self.annotate(e, "future", fid)
-                    if fid in flows:
+                    if flow:
                         e.flow_ids.append(fid + 1)
                 self.annotate(e, "bytes", nbytes)
                 self.annotate(e, "cycles", cycles)
@@ -464,11 +474,11 @@ class _PerfettoExporter:
         order = np.lexsort((fu["t0"], fu["slot"], fu["pe"]))
         cmd = fu["cmd"]
         cols = (fu["id"], cmd, fu["pe"], fu["slot"], fu["t0"], fu["t1"], fu["how"], k.op[cmd],
-                k.nbytes[cmd], k.loc[cmd], f.wait_loc[fu["id"]], f.stall[fu["id"]])  # fmt: skip
-        flows = self.flow_futures
+                k.nbytes[cmd], k.loc[cmd], f.wait_loc[fu["id"]], f.stall[fu["id"]],
+                self.flows[fu["id"]])  # fmt: skip
         for lo in range(0, len(order), BATCH):
             rows = order[lo : lo + BATCH]
-            for fid, cmd_id, pe, slot, ns0, ns1, how, op, nbytes, loc, wait_loc, stall in zip(
+            for fid, cmd_id, pe, slot, ns0, ns1, how, op, nbytes, loc, wait_loc, stall, flow in zip(
                 *(col[rows].tolist() for col in cols), strict=True
             ):
                 track = self.future_uuid[(pe, slot)]
@@ -483,7 +493,7 @@ class _PerfettoExporter:
                 e.debug_annotations.add(
                     name_iid=_ANNOTATION["resolved_by"], string_value=_RESOLVED_BY[how]
                 )
-                if fid in flows:
+                if flow:
                     e.flow_ids.append(fid + 1)
                 self.event(ns1, track, pb.TYPE_SLICE_END)
                 self.stats.futures += 1
