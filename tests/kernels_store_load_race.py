@@ -80,3 +80,27 @@ def launch_fenced_on_two_write_channels(n_tiles: int = 2) -> Scenario:
     scenario = _launch(kernel_fenced, n_tiles)
     scenario.config = HardwareConfig(dma_write_channels=2)
     return scenario
+
+
+def kernel_flag_race(tl, ones_ptr, pad_ptr, flag_ptr):
+    """PE 0 raises a flag in HBM and reads it back unwaited; reading the old zeros, it waits
+    for a message PE 1 never sends."""
+    if tl.program_id(0) == 1:
+        return
+    tl.store(flag_ptr, tl.load(ones_ptr, (ROWS, COLS), "f32"))
+    pads = [tl.load_async(pad_ptr + j * PAD_BYTES, (PAD_ROWS, COLS), "f32") for j in (0, 1)]
+    flag = tl.wait(tl.load_async(flag_ptr, (ROWS, COLS), "f32"))
+    if np.asarray(flag)[0, 0] != 1:
+        tl.wait(tl.recv_async("right", (ROWS, COLS), "f32"))
+    for pad in pads:
+        tl.free(tl.wait(pad))
+
+
+def launch_flag_race() -> Scenario:
+    """The flag race on a row of two PEs: a deadlock when the flag reads old."""
+    ones = np.ones((ROWS, COLS), dtype=np.float32)
+    pad = np.ones((2, PAD_ROWS, COLS), dtype=np.float32)
+    mem = Memory(size_bytes=2 * ones.nbytes + pad.nbytes + 4096)
+    ones_ptr, pad_ptr, flag_ptr = mem.put(ones), mem.put(pad), mem.alloc(ones.nbytes)
+    config = HardwareConfig(mesh_rows=1, mesh_cols=2)
+    return Scenario(kernel_flag_race, (ones_ptr, pad_ptr, flag_ptr), (2,), mem, config)

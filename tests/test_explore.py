@@ -80,6 +80,16 @@ def test_explore_of_the_fenced_twin_finds_no_run_that_differs(in_tmp, capsys):
     assert "first differing run" not in out
 
 
+def test_a_run_that_deadlocks_where_the_nominal_did_not_differs_as_a_deadlock(in_tmp, capsys):
+    status, out, _ = explore(capsys, f"{KERNELS}:launch_flag_race", "--runs", "4", "--json")
+    doc = json.loads(out)
+    assert status == 1 and doc["nominal"]["outcome"] == "ok"
+    deadlocked = [r for r in doc["runs"] if r["differs"] == ["deadlock"]]
+    assert deadlocked and doc["differ"] == len(deadlocked)
+    assert deadlocked[0]["message"].startswith("deadlock at cycle")
+    assert doc["first"]["differing_bytes"] is None  # the flag is all it wrote: the same bytes
+
+
 def test_explore_json_lists_every_run_with_its_seed_and_command(in_tmp, capsys):
     status, out, _ = explore(capsys, RACE, "--runs", "4", "--seed", "20", "--json")
     doc = json.loads(out)
