@@ -11,6 +11,7 @@ import pytest
 from emulator.trace.reader import read_trace
 from kbdebug.cli import main
 from kbdebug.sweep.point import PointTask, build
+from kbdebug.sweep.progress import Progress
 from kbdebug.ui import KbdebugApp
 
 KERNELS = Path(__file__).parent / "kernels_store_load_race.py"
@@ -134,3 +135,13 @@ def test_bad_input_is_one_line_and_exit_2(in_tmp, capsys, args, said):
     status, out, err = explore(capsys, RACE, *args)
     assert status == 2 and out == ""
     assert err.startswith(f"kbdebug explore: {said}") and err.count("\n") == 1
+
+
+def test_the_progress_bar_counts_runs_and_those_that_differ():
+    progress = Progress(65, enabled=False, label="explore", unit="runs", failures="differ")
+    progress.row(True)
+    progress.row(False)
+    assert (
+        progress.line().startswith("explore [")
+        and "2/65 runs, 63 left, 1 differ" in progress.line()
+    )

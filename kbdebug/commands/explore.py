@@ -157,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         enabled=not args.quiet and sys.stderr.isatty(),
         label="explore",
         unit="runs",
+        failures="differ",
     )
     # Ctrl+C during the nominal run stops at once (nothing to report yet); during the
     # others it stops the runs still going and reports those that finished.

@@ -34,10 +34,12 @@ class Progress:
         stream: TextIO | None = None,
         label: str = "sweep",
         unit: str = "points",
+        failures: str = "failed",
     ):
         self.total = total
-        #: What the bar counts: ``sweep [###] 3/8 points``, ``explore [###] 3/64 runs``.
-        self.label, self.unit = label, unit
+        #: What the bar counts: ``sweep [###] 3/8 points``, ``explore [###] 3/64 runs``,
+        #: and what it calls the rows that were not ok (``2 failed``, ``2 differ``).
+        self.label, self.unit, self.failures = label, unit, failures
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.done = 0
@@ -60,7 +62,7 @@ class Progress:
         eta = elapsed / self.done * left if self.done else None
         share = self.done / self.total if self.total else 1.0
         bar = "#" * int(share * 24)
-        failed = f", {self.failed} failed" if self.failed else ""
+        failed = f", {self.failed} {self.failures}" if self.failed else ""
         return (
             f"{self.label} [{bar:<24}] {self.done}/{self.total} {self.unit}, {left} left{failed}, "
             f"{eta_text(elapsed)} elapsed, ETA {eta_text(eta)}"
