@@ -128,12 +128,19 @@ class Values:
     @property
     def digests(self) -> dict[int, Digest]:
         """Every digest by future (read from the trace file the first time)."""
-        if self._digests is None:
-            self._digests = {}
+        digests = self._digests
+        if digests is None:
+            # Assigned once whole: a thread reading them leaves None until then.
+            digests = {}
             if self.has_digests and self.replay.path is not None:
-                trace = read_trace_tables(self.replay.path, _ignore)
-                self._digests = trace.digests
-        return self._digests
+                digests = read_trace_tables(self.replay.path, _ignore).digests
+            self._digests = digests
+        return digests
+
+    @property
+    def digests_ready(self) -> bool:
+        """Whether the digests were read (asking for one then reads nothing)."""
+        return self._digests is not None or not self.has_digests or self.replay.path is None
 
     def digest(self, future: int) -> Digest | None:
         """The digest of ``future``'s tensor, None if the trace has none for it."""

@@ -27,6 +27,7 @@ from kbdebug.ui.app.keys import Key, bindings, key_actions, key_display, needs_t
 from kbdebug.ui.app.loading import LoadingPanel
 from kbdebug.ui.app.palette import DebuggerCommands
 from kbdebug.ui.app.stepping_actions import SteppingActions
+from kbdebug.ui.app.value_actions import ValueActions
 from kbdebug.ui.messages import (
     AnalysisComputed,
     LineChosen,
@@ -46,7 +47,7 @@ PROGRESS_SECONDS = 0.25
 TAB_HELP = ("tab", "Move the keyboard focus between panes (arrows scroll, Enter acts)")
 
 
-class DebuggerApp(SteppingActions, ChainActions, BreakpointActions, App[int]):
+class DebuggerApp(SteppingActions, ChainActions, BreakpointActions, ValueActions, App[int]):
     """The app's frame and its moves over the focused run's ``replay``.
 
     A mode sets ``KEYS`` (its bindings are made from them) and ``HELP_INTRO``, and

@@ -59,6 +59,14 @@ KEYS = (
     Key("question_mark", "help", "help", "Show every key"),
     Key("b", "toggle_line_breakpoint", "line break", "Toggle a breakpoint on the source line"),
     Key("B", "breakpoints", "breakpoints", "Breakpoint list: add, remove, enable, conditions"),
+    Key(
+        "p",
+        "print_value",
+        "print",
+        "Print the selected future's tensor (else the one at the cursor): its slice, digest "
+        "and, recorded with run --values, its first rows and columns",
+        False,
+    ),
     Key("f", "future_event(1)", "future", "Next lifecycle event of the selected future"),
     Key("F", "future_event(-1)", "future back", "Previous lifecycle event of the future", False),
     Key(
