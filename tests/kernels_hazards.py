@@ -213,6 +213,7 @@ def record(kernel, path: Path, pes: int = 1) -> Path:
     memory = Memory(size_bytes=16 * TILE + (1 << 12))
     x = memory.put(np.arange(8 * 16, dtype=np.float32).reshape(SHAPE))
     buf = memory.alloc(2 * TILE)
+    memory.name("buf", buf, (16, 16), "f32")  # two tiles of 8 rows
     out = memory.alloc(pes * TILE)
     config = HardwareConfig(mesh_rows=1, mesh_cols=pes)
     run_kernel(kernel, (x, buf, out), (pes,), memory, config, trace=path)

@@ -60,6 +60,9 @@ def test_each_hazard_is_found_once_naming_both_lines(analyses, name):
     assert f":{kh.line_of(kernel, first)}" in hazard.message
     assert f":{kh.line_of(kernel, second)}" in hazard.message
     assert hazard.hi - hazard.lo > 0 and hazard.saving == 0
+    # The bytes named as a slice of the named tensor (tests/kernels_hazards.record).
+    rows = (hazard.hi - hazard.lo) // 64
+    assert hazard.where == f"buf[0:{rows}, :]" and hazard.where in hazard.message
 
 
 @pytest.mark.parametrize("name", sorted(FENCED))

@@ -37,7 +37,7 @@ COMPOSITE_OP = "composite"
 #: Earlier accesses of one PE an access is paired with when unordered, at most (the
 #: most recent): a racy loop pairs each store with every earlier one, and the lines are
 #: named by the first few.
-MAX_EARLIER = 32
+MAX_EARLIER = 8
 #: "Never" as an event index (an access never waited is never known to be over).
 NEVER = np.iinfo(np.int64).max
 

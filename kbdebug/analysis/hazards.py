@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emulator.trace.digests import read_tensors
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.hazard_order import Accesses, Unordered, accesses_of, unordered_pairs
-from kbdebug.analysis.hazard_where import byte_range_text
 from kbdebug.analysis.identity import call_identity
+from kbdebug.replay.slices import Tensors, address_text
 from kbdebug.replay.tables import TraceIndex
 
 #: Rule code -> short name, one per class of hazard.
@@ -124,6 +125,7 @@ def find_hazards(index: TraceIndex) -> list[Hazard]:
     pairs = unordered_pairs(index, acc)
     if not len(pairs.first):
         return []
+    tensors = _tensors(index)
     loc_of = index.commands.loc.astype(np.int64)
     a_loc, b_loc = loc_of[acc.cmd[pairs.first]], loc_of[acc.cmd[pairs.second]]
     a_write, b_write = acc.write[pairs.first], acc.write[pairs.second]
@@ -138,7 +140,7 @@ def find_hazards(index: TraceIndex) -> list[Hazard]:
     out = []
     for g, members in enumerate(np.split(by_group, bounds)):
         code = f"KB20{int(rule[first_of[g]])}"
-        out.append(_hazard(index, acc, pairs, members, second_event, code))
+        out.append(_hazard(index, acc, pairs, members, second_event, code, tensors))
     out.sort(key=lambda h: (h.occurrences[0], h.rule))
     return out
 
@@ -170,14 +172,25 @@ def _access(index: TraceIndex, acc: Accesses, row: int) -> HazardAccess:
     )
 
 
-def _hazard(index, acc, pairs, members, second_event, rule) -> Hazard:
+def _tensors(index: TraceIndex) -> Tensors | None:
+    """The trace's named tensors (format 1.5), None when it names none."""
+    listed = index.header.get("tensors")
+    if not listed:
+        return None
+    try:
+        return Tensors(read_tensors(listed))
+    except ValueError:  # checked when the trace was read; a hand-made index may lack it
+        return None
+
+
+def _hazard(index, acc, pairs, members, second_event, rule, tensors) -> Hazard:
     events = second_event[members]
     first_at = members[int(np.argmin(events))]
     a_row, b_row = int(pairs.first[first_at]), int(pairs.second[first_at])
     a, b = _access(index, acc, a_row), _access(index, acc, b_row)
     lo = int(max(acc.lo[a_row], acc.lo[b_row]))
     hi = int(min(acc.hi[a_row], acc.hi[b_row]))
-    where = byte_range_text(index.header, lo, hi)
+    where = tensors.where(lo, hi - lo) if tensors is not None else address_text(lo, hi - lo)
     pes = np.unique(np.concatenate([acc.pe[pairs.first[members]], acc.pe[pairs.second[members]]]))
     across = a.pe != b.pe
     send = int(pairs.known_send[first_at])
