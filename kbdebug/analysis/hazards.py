@@ -85,6 +85,8 @@ class Hazard:
     fix_pe: int
     #: Every PE either side of an occurrence, sorted.
     pes: tuple[int, ...]
+    #: Each (PE of the first access, PE of the second) it occurs between, sorted.
+    pe_pairs: tuple[tuple[int, int], ...]
     #: Unordered pairs of these two lines.
     count: int
     #: The second access's event of each occurrence (the later of the two to touch HBM
@@ -218,10 +220,17 @@ def _hazard(index, acc, pairs, members, second_event, rule, tensors) -> Hazard:
         fix_loc=fix_loc,
         fix_pe=fix_pe,
         pes=tuple(int(p) for p in pes),
+        pe_pairs=_pe_pairs(acc, pairs, members),
         count=len(members),
         occurrences=occurrences,
         line_id=line,
     )
+
+
+def _pe_pairs(acc: Accesses, pairs: Unordered, members: np.ndarray):
+    """The distinct (first PE, second PE) of the pairs ``members``, sorted."""
+    both = np.unique(acc.pe[pairs.first[members]] * (1 << 20) + acc.pe[pairs.second[members]])
+    return tuple((int(k >> 20), int(k & ((1 << 20) - 1))) for k in both)
 
 
 def _verb(access: HazardAccess) -> str:

@@ -72,6 +72,7 @@ def hazard_json(h: Hazard) -> dict[str, Any]:
         "title": h.title,
         "across_pes": h.across_pes,
         "pes": list(h.pes),
+        "pe_pairs": [list(pair) for pair in h.pe_pairs],
         "first": _access_json(h.first),
         "second": _access_json(h.second),
         "bytes": {"lo": h.lo, "hi": h.hi, "where": h.where},

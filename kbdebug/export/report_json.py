@@ -43,7 +43,10 @@ escapes them)::
       "futures": [{"id", "op", "pe", "addr" (int | null), "nbytes",
                    "channel" (str | null), "issued", "granted", "done",
                    "waited", "resolved" (int | null), "stall": int,
-                   "loc": loc, "wait_loc": loc}],   # every future, by id
+                   "loc": loc, "wait_loc": loc,
+                   "where": str}],   # every future, by id; where: the slice of a
+                                     # named tensor it moved ("K[128:192, :]"),
+                                     # "" if none (or the trace is before 1.5)
       "hazards": [{"id",                # KB201-KB203: two accesses to overlapping bytes,
                                         # at least one a store, no wait or message orders
                                         # (RULE:SECOND&FIRST identities, :peN on one PE N)
@@ -51,6 +54,7 @@ escapes them)::
                    "rule", "title",     # "read-after-write", "write-after-read", ...
                    "across_pes": bool,
                    "pes": [int],        # every PE either side of an occurrence
+                   "pe_pairs": [[int, int]],  # each (first's PE, second's PE) it holds on
                    "first", "second": {"pe", "op", "loc": loc,
                                        "issue_event": int,
                                        "event": int | null,  # when it touched HBM (a
