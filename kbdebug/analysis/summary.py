@@ -15,6 +15,7 @@ import numpy as np
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.replay.index import TraceIndex
 from kbdebug.replay.timing import channel_busy_cycles, end_time, event_times, exact_sums
+from kbdebug.replay.values import Values
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
@@ -101,6 +102,8 @@ class FutureRow:
     stall: int
     loc: SourceLoc | None
     wait_loc: SourceLoc | None
+    #: The slice of a named tensor it moved (``K[128:192, :]``, format 1.5), "" if none.
+    where: str = ""
 
 
 def line_stalls(index: TraceIndex) -> list[LineStall]:
@@ -215,11 +218,13 @@ def futures_table(replay: Replay) -> list[FutureRow]:
     done = times(k.complete[cmd])
     waited = times(f.wait_begin[ids])
     resolved = times(f.wait_end[ids])
+    tensors = Values.of(replay).tensors
     rows = []
     for j, fid in enumerate(ids.tolist()):
         c = int(cmd[j])
         channel = int(k.channel[c])
         addr = int(k.addr[c])
+        found = tensors.slice_of(addr, int(k.nbytes[c])) if len(tensors) else None
         rows.append(
             FutureRow(
                 id=fid,
@@ -236,6 +241,7 @@ def futures_table(replay: Replay) -> list[FutureRow]:
                 stall=int(f.stall[fid]),
                 loc=index.loc(int(k.loc[c])),
                 wait_loc=index.loc(int(f.wait_loc[fid])),
+                where=str(found) if found is not None else "",
             )
         )
     return rows

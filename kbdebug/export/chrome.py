@@ -60,6 +60,7 @@ from kbdebug.export.chrome_layout import (
     plan_lanes,
 )
 from kbdebug.replay.index import NONE
+from kbdebug.replay.values import Values
 
 if TYPE_CHECKING:
     from kbdebug.analysis.findings import Finding
@@ -147,6 +148,24 @@ class _Exporter:
         self.strings_js = [json_string(s) for s in index.strings]
         self.locs_js = [json_string(str(loc)) for loc in index.locs]
         self._kernel_spans()
+
+    @cached_property
+    def tensors_js(self) -> dict[int, str]:
+        """Per command that moved a slice of a named tensor (format 1.5), the slice as a
+        JSON string (``"K[128:192, :]"``): the transfer's and the future's "tensor" arg."""
+        tensors = Values.of(self.replay).tensors
+        if not len(tensors):
+            return {}
+        k = self.index.commands
+        moved = np.flatnonzero((k.addr >= 0) & (k.issue >= 0))
+        out = {}
+        for cmd, addr, nbytes in zip(
+            moved.tolist(), k.addr[moved].tolist(), k.nbytes[moved].tolist(), strict=True
+        ):
+            found = tensors.slice_of(addr, nbytes)
+            if found is not None:
+                out[cmd] = json_string(str(found))
+        return out
 
     def ns(self, cycles: np.ndarray) -> np.ndarray:
         return cycles_to_ns(cycles, self.mhz)
@@ -372,6 +391,9 @@ class _Exporter:
                 if fut >= 0:
                     args += f',"future":{fut}'
                 args += f',"bytes":{nbytes}'
+                tensor = self.tensors_js.get(cmd_id)
+                if tensor is not None:
+                    args += f',"tensor":{tensor}'
                 if loc >= 0:
                     args += f',"source":{self.locs_js[loc]}'
                 args += f',"cycles":{cycles},"queued_cycles":{queued}'
@@ -424,6 +446,9 @@ class _Exporter:
                     name = names[op] = json_string(f"{self.index.string(op)} future")
                 pid, tid = p + 1, self.plan.kernel_tid[p]
                 args = f'"future":{fid},"cmd":{cmd_id},"bytes":{nbytes}'
+                tensor = self.tensors_js.get(cmd_id)
+                if tensor is not None:
+                    args += f',"tensor":{tensor}'
                 if loc >= 0:
                     args += f',"issued_at":{self.locs_js[loc]}'
                 if wait_loc >= 0:

@@ -71,11 +71,13 @@ def _where(loc: SourceLoc | None, caller: bool = False) -> str:
 
 
 def _futures_rows(rows: list[FutureRow]) -> list[str]:
+    # A trace naming its tensors (format 1.5) shows the slice moved where it had the address.
+    named = any(r.where for r in rows)
     header = [
         "id",
         "op",
         "PE",
-        "addr",
+        "tensor" if named else "addr",
         "bytes",
         "issued",
         "granted",
@@ -90,7 +92,7 @@ def _futures_rows(rows: list[FutureRow]) -> list[str]:
             str(r.id),
             escape(r.op, 64),
             str(r.pe),
-            "-" if r.addr is None else f"{r.addr:#x}",
+            escape(r.where, 64) if r.where else "-" if r.addr is None else f"{r.addr:#x}",
             f"{r.nbytes:,}",
             _cycle(r.issued),
             _cycle(r.granted),
