@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "sweep": "kbdebug.commands.sweep",
     "explore": "kbdebug.commands.explore",
     "hw": "kbdebug.commands.hw",
+    "serve": "kbdebug.commands.serve",
 }
 
 EPILOG = """\
