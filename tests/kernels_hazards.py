@@ -207,6 +207,26 @@ def composite_fenced(tl, x, buf, out):
     tl.wait(tl.store(out + TILE, back))
 
 
+def composite_across_bug(tl, x, buf, out):
+    """PE 0's composite writes out; PE 1 reads it with no message between."""
+    if tl.program_id(0) == 0:
+        tl.composite(x, (8, 16), x, (16, 8), out, tile=8, dtype="f16")  # mark: first
+    else:
+        back = tl.wait(tl.load_async(out, (8, 8), "f32"))  # mark: second
+        tl.wait(tl.store(buf, back))
+
+
+def composite_across_fenced(tl, x, buf, out):
+    """PE 0 sends once its composite has returned; PE 1 reads after that message."""
+    if tl.program_id(0) == 0:
+        tl.composite(x, (8, 16), x, (16, 8), out, tile=8, dtype="f16")
+        tl.wait(tl.send("right", tl.zeros(SHAPE, "f32")))
+    else:
+        tl.wait(tl.recv_async("left", SHAPE, "f32"))
+        back = tl.wait(tl.load_async(out, (8, 8), "f32"))
+        tl.wait(tl.store(buf, back))
+
+
 def record(kernel, path: Path, pes: int = 1) -> Path:
     """Run ``kernel`` on a row of ``pes`` PEs (x: one tile of data, buf: two tiles, out:
     a tile per PE) and write its trace to ``path``."""
@@ -215,6 +235,7 @@ def record(kernel, path: Path, pes: int = 1) -> Path:
     buf = memory.alloc(2 * TILE)
     memory.name("buf", buf, (16, 16), "f32")  # two tiles of 8 rows
     out = memory.alloc(pes * TILE)
+    memory.name("out", out, (pes * 8, 16), "f32")
     config = HardwareConfig(mesh_rows=1, mesh_cols=pes)
     run_kernel(kernel, (x, buf, out), (pes,), memory, config, trace=path)
     return path

@@ -24,6 +24,7 @@ BUGS = {
     "war_across_bug": (2, "KB202", "first", "second"),
     "waw_across_bug": (2, "KB203", "both", "both"),
     "chain_bug": (3, "KB201", "first", "second"),
+    "composite_across_bug": (2, "KB201", "first", "second"),
 }
 FENCED = {
     "raw_fenced": 1,
@@ -34,6 +35,7 @@ FENCED = {
     "raw_across_fenced": 2,
     "war_across_fenced": 2,
     "chain_fenced": 3,
+    "composite_across_fenced": 2,
 }
 
 
@@ -62,7 +64,8 @@ def test_each_hazard_is_found_once_naming_both_lines(analyses, name):
     assert hazard.hi - hazard.lo > 0 and hazard.saving == 0
     # The bytes named as a slice of the named tensor (tests/kernels_hazards.record).
     rows = (hazard.hi - hazard.lo) // 64
-    assert hazard.where == f"buf[0:{rows}, :]" and hazard.where in hazard.message
+    assert hazard.where in (f"buf[0:{rows}, :]", f"out[0:{rows}, :]")
+    assert hazard.where in hazard.message
 
 
 @pytest.mark.parametrize("name", sorted(FENCED))
@@ -96,8 +99,14 @@ def test_the_fix_is_the_latest_point_that_orders_the_pair(analyses):
     assert across.fix_pe == 0
     assert across.fix_loc.line == kh.line_of(kh.raw_across_bug, "send")
     assert "before its send at" in across.suggestion
-    # No message from the store's PE after it: one must be added.
-    assert "tl.send PE 1 a message" in analyses["raw_across_unsent"].hazards[0].suggestion
+    # No message from the store's PE after it: one must be added, and waited on PE 1.
+    unsent = analyses["raw_across_unsent"].hazards[0]
+    assert "tl.send PE 1 a message" in unsent.suggestion
+    assert (unsent.fix_pe, unsent.fix_loc) == (1, unsent.second.loc)
+    # A composite is over when it returns: the message goes after it.
+    composite = analyses["composite_across_bug"].hazards[0]
+    assert composite.first.op == "composite.store"
+    assert "on PE 0, once the composite at" in composite.suggestion
 
 
 def test_the_breakpoint_stops_at_the_second_access(analyses):

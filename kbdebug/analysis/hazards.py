@@ -279,30 +279,27 @@ def _message(a: HazardAccess, b: HazardAccess, where: str, outcome: str, count: 
 
 
 def _fix(index: TraceIndex, a: HazardAccess, b: HazardAccess, send: int):
-    """(the line the fix goes above, its PE, the suggestion): the latest point that
-    still orders the pair."""
-    handle = f"the {_noun(a)} issued at {a.loc}"
+    """(the line the wait goes just above, its PE, the suggestion): the latest point
+    that still orders the pair."""
     if a.op.startswith("composite."):
-        handle = f"the composite at {a.loc}"
+        # A composite's own transfers have landed when the call returns: only a message
+        # sent after it can order them for another PE (so only that case comes here).
+        over = f"once the composite at {a.loc} has returned (its tiles have landed)"
+    else:
+        over = f"tl.wait the {_noun(a)} issued at {a.loc}"
     late = f" (its wait at {a.wait_loc} comes after: move it up)" if a.wait_loc else ""
     if a.pe == b.pe:
-        return b.loc, b.pe, f"tl.wait {handle} just before {b.loc}{late}"
+        return b.loc, b.pe, f"{over} just before {b.loc}{late}"
     if send >= 0:
         send_loc = index.loc(int(index.commands.loc[send]))
-        return (
-            send_loc,
-            a.pe,
-            (
-                f"on PE {a.pe}, tl.wait {handle} before its send at {send_loc}, the latest message "
-                f"PE {b.pe} waits for (directly or through other PEs) before {b.loc}{late}"
-            ),
+        text = (
+            f"on PE {a.pe}, {over} before its send at {send_loc}, the latest message PE "
+            f"{b.pe} waits for (directly or through other PEs) before {b.loc}{late}"
         )
-    return (
-        b.loc,
-        a.pe,
-        (
-            f"on PE {a.pe}, tl.wait {handle}, then tl.send PE {b.pe} a message (relayed by the "
-            f"PEs between); on PE {b.pe}, tl.wait its tl.recv_async before {b.loc} (no message "
-            f"PE {a.pe} sent after the {_noun(a)} reaches PE {b.pe} before it)"
-        ),
+        return send_loc, a.pe, text
+    text = (
+        f"on PE {a.pe}, {over}, then tl.send PE {b.pe} a message (relayed by the PEs "
+        f"between); on PE {b.pe}, tl.wait its tl.recv_async just before {b.loc} (no message "
+        f"PE {a.pe} sent after the {_noun(a)} reaches PE {b.pe} before it)"
     )
+    return b.loc, b.pe, text
