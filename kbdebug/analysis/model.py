@@ -324,6 +324,14 @@ class Model:
         return out
 
     @cached_property
+    def sends_of(self) -> dict[int, list[int]]:
+        """Per PE that sends, its send commands (in issue order)."""
+        out: dict[int, list[int]] = {}
+        for send, pe in self.sender.items():
+            out.setdefault(pe, []).append(send)
+        return out
+
+    @cached_property
     def _receivers(self) -> dict[int, set[int]]:
         out: dict[int, set[int]] = {}
         for send, (pe, _) in self.receiver.items():

@@ -197,12 +197,14 @@ EXPAND_PES = 8
 def simulate_launch(
     model: Model, edits: dict[int, Edit], base: dict[int, int] | None = None
 ) -> tuple[dict[int, int], dict[int, int]]:
-    """(per PE, its re-timed length; per send, its delivery) with ``edits`` applied.
+    """(per PE, its re-timed length; per send the re-timed PEs made or received, its
+    delivery) with ``edits`` applied.
 
     Only the edited PEs and those that receive from them are re-timed; the others keep
-    ``base`` (the recorded re-timing) and their sends its deliveries. PEs that share HBM
-    stacks are re-timed with each stack's slots in grant order
-    (:mod:`kbdebug.analysis.retime_shared`).
+    ``base`` (the recorded re-timing) and their sends its deliveries
+    (:attr:`~kbdebug.analysis.model.Model.recorded_sent`, which holds every send's when
+    ``base`` is None). PEs that share HBM stacks are re-timed with each stack's slots in
+    grant order (:mod:`kbdebug.analysis.retime_shared`).
     """
     if model.shared is not None:
         from kbdebug.analysis.retime_shared import simulate_shared
@@ -219,30 +221,44 @@ def simulate_launch(
     # that goes round a ring would take a round per PE.
     recorded = model.recorded_sent
     receiver = model.receiver
+    sends_of = model.sends_of
     dirty = set(edits) & set(programs)
     while len(dirty) <= EXPAND_PES:
-        lengths, sent = _retime(model, edits, dirty, dict(base), dict(recorded))
+        lengths, sent = _retime(model, edits, dirty, dict(base), inbound_sent(model, dirty))
         changed = {
             receiver[c][0]
-            for c, d in recorded.items()
-            if model.sender.get(c) in dirty and sent.get(c) != d and c in receiver
+            for pe in dirty
+            for c in sends_of.get(pe, ())
+            if c in recorded and sent.get(c) != recorded[c] and c in receiver
         } - dirty
         if not changed:
             return lengths, sent
         dirty |= changed
-    return _retime(
-        model, edits, model.downstream(edits) & set(programs), dict(base), dict(recorded)
-    )
+    pes = model.downstream(edits) & set(programs)
+    return _retime(model, edits, pes, dict(base), inbound_sent(model, pes))
+
+
+def inbound_sent(model: Model, pes: set[int]) -> dict[int, int]:
+    """Per message a PE of ``pes`` receives from a PE outside them, its recorded delivery:
+    what re-timing ``pes`` reads of the others (their own sends are re-timed anew). Built
+    from the receives of ``pes``, not from every send of the launch, so a candidate fix of
+    one PE costs that PE's work, not the mesh's."""
+    recorded = model.recorded_sent
+    sender = model.sender
+    return {
+        m: recorded[m]
+        for pe in pes
+        for m in model.programs[pe].match.values()
+        if sender.get(m) not in pes and m in recorded
+    }
 
 
 def _retime(
     model: Model, edits: dict[int, Edit], pes: set[int], lengths: dict, sent: dict
 ) -> tuple[dict[int, int], dict[int, int]]:
-    """Re-time ``pes`` together (their sends' deliveries taken out of ``sent`` and made
-    anew); the other PEs keep ``lengths`` and their deliveries in ``sent``."""
+    """Re-time ``pes`` together, their sends' deliveries added to ``sent`` (which holds
+    the deliveries they read of the other PEs); the other PEs keep ``lengths``."""
     programs = model.programs
-    for c in [c for c, pe in model.sender.items() if pe in pes]:
-        sent.pop(c, None)
     gens = {}
     for pe in pes:
         prog = programs[pe]

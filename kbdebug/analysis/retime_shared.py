@@ -315,6 +315,8 @@ def simulate_shared(model, edits: dict, base: dict[int, int] | None = None):
     and those that receive from them are re-timed; the others keep ``base``, their sends
     its deliveries and their transfers the stack's slots as recorded (a fix on every PE
     of a stack re-times every one of them)."""
+    from kbdebug.analysis.retime import inbound_sent
+
     programs = model.programs
     shared = model.shared
     stack_of = {pe: i for i, pes in enumerate(shared.stacks) for pe in pes}
@@ -324,9 +326,7 @@ def simulate_shared(model, edits: dict, base: dict[int, int] | None = None):
         lengths: dict[int, int] = {}
     else:
         pes = model.downstream(edits) & set(programs)
-        sent = dict(model.recorded_sent)
-        for c in [c for c, pe in model.sender.items() if pe in pes]:
-            sent.pop(c, None)
+        sent = inbound_sent(model, pes)
         lengths = dict(base)
     touched = {stack_of[pe] for pe in pes if pe in stack_of}
     timed = np.fromiter(pes, dtype=np.int64, count=len(pes))
