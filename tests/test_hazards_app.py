@@ -25,7 +25,9 @@ def test_hazard_is_a_breakpoint_kind():
     assert parse_breakpoint("hazard").rule == ""
 
 
-async def test_the_findings_pane_lists_the_hazard_first_and_enter_goes_to_it(racy):
+async def test_the_pane_lists_the_hazard_first_and_its_breakpoint_stops_at_the_second_access(
+    racy,
+):
     replay = Replay.open(racy, cache=False)
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
@@ -40,17 +42,10 @@ async def test_the_findings_pane_lists_the_hazard_first_and_enter_goes_to_it(rac
         await pilot.pause()
         # On the second access's line: the load that reads the store back.
         assert current_event(app) == hazard.second.issue
-
-
-async def test_a_hazard_breakpoint_stops_at_the_second_access(racy):
-    replay = Replay.open(racy, cache=False)
-    app = KbdebugApp(replay=replay)
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
+        # Typed in the breakpoint list, continued to from there.
         await pilot.press("B", *"hazard", "enter", "escape")
         (bp,) = replay.breakpoints
-        assert isinstance(bp, HazardHit) and bp.hazards is not None
+        assert isinstance(bp, HazardHit) and bp.hazards == (hazard,)
         await pilot.press("c")
         await pilot.pause()
-        (hazard,) = bp.hazards
         assert current_event(app) == max(hazard.first.happen, hazard.second.happen)
