@@ -57,7 +57,7 @@ _F32 = np.dtype(np.float32)
 # soon after its wait); one is dropped when kernel code gets hold of the array itself (a
 # host read, which could write to it: see forget_f32).
 _KEPT: dict[int, tuple[weakref.ref, np.ndarray]] = {}
-KEPT_CONVERSIONS = 16
+KEPT_CONVERSIONS = 4
 
 
 def f32_kept(array: np.ndarray) -> np.ndarray:
