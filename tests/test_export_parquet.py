@@ -4,6 +4,7 @@ the analysis's own figures; existing tables are never replaced without --force."
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -11,12 +12,14 @@ import pytest
 from emulator.scenarios import decode_blocking
 from emulator.trace.schema import Kind
 from kbdebug.analysis import Analysis
+from kbdebug.analysis.summary import stall_by_line
 from kbdebug.cli import main
 from kbdebug.export.parquet import INSTALL_HINT, TABLES, export_parquet
 from kbdebug.replay import Replay
 from kbdebug.replay.values import Values
 
 pq = pytest.importorskip("pyarrow.parquet", reason="needs the parquet extra")
+pc = pytest.importorskip("pyarrow.compute", reason="needs the parquet extra")
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +133,25 @@ def test_without_pyarrow_the_export_says_what_to_install(blocking, capsys, monke
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and INSTALL_HINT in err[0]
     assert not out.exists()
+
+
+def test_the_docs_longest_stalls_by_line_query_is_the_reports_stall_by_line(blocking):
+    """docs/sql.md's query, run with pyarrow alone, gives what report counts per line."""
+    replay, _, root = blocking
+    futures = pq.read_table(root / "tables" / "futures.parquet")
+    stalled = futures.filter(pc.greater(futures["stall"], 0))
+    by_line = (
+        stalled.group_by(["wait_file", "wait_line"])
+        .aggregate([("stall", "count"), ("stall", "sum"), ("stall", "max")])
+        .sort_by([("stall_sum", "descending")])
+        .slice(0, 10)
+        .to_pylist()
+    )
+    report: Counter = Counter()
+    for row in stall_by_line(replay.index):
+        if row.stall_cycles:
+            report[(row.loc.file, row.loc.line)] += row.stall_cycles
+    assert by_line
+    assert {(r["wait_file"], r["wait_line"]): r["stall_sum"] for r in by_line} == dict(
+        report.most_common(10)
+    )

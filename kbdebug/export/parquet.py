@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
 
 #: Rows per row group: bounds the export's memory whatever the trace's size.
-CHUNK = 1 << 20
+CHUNK = 1 << 18
 #: What pip installs to make this export available.
 INSTALL_HINT = "pip install 'kbdebug[parquet]'"
 #: The files an export writes into its directory, in the order it writes them.
