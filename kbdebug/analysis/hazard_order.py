@@ -91,10 +91,13 @@ def accesses_of(index: TraceIndex) -> Accesses:
     op = cm.op
     is_load, is_store = np.isin(op, load_ids), np.isin(op, store_ids)
     nbytes = cm.nbytes.astype(np.int64)
-    keep = (is_load | is_store) & (cm.issue >= 0) & (cm.addr >= 0) & (nbytes > 0)
+    addr = cm.addr.astype(np.int64)
+    keep = (is_load | is_store) & (cm.issue >= 0) & (addr >= 0) & (nbytes > 0)
+    # A range past the int64 addresses (only a forged trace has one) is no access.
+    keep &= addr <= np.iinfo(np.int64).max - np.maximum(nbytes, 0)
     cmd = np.flatnonzero(keep)
     write = is_store[cmd]
-    lo = cm.addr[cmd].astype(np.int64)
+    lo = addr[cmd]
     pe = cm.pe[cmd].astype(np.int64)
     issue = cm.issue[cmd].astype(np.int64)
     happen = np.where(write, cm.complete[cmd], cm.grant[cmd]).astype(np.int64)
