@@ -5,9 +5,11 @@ latest point that orders the pair; the breakpoint stops at the second access."""
 from __future__ import annotations
 
 import kernels_hazards as kh
+import numpy as np
 import pytest
 
 from kbdebug.analysis import Analysis
+from kbdebug.analysis.hazards import find_hazards
 from kbdebug.replay import Replay
 from kbdebug.replay.breakpoints import HazardHit
 
@@ -120,3 +122,9 @@ def test_the_breakpoint_stops_at_the_second_access(analyses):
     assert int(c.time[hits[0]]) == max(hazard.first.cycle, hazard.second.cycle)
     assert HazardHit(hazards=None).find(replay).size == 0
     assert HazardHit(hazards=tuple(analysis.hazards), rule="KB203").find(replay).size == 0
+
+
+def test_a_forged_range_past_the_int64_addresses_is_no_access(analyses):
+    replay = Replay.open(analyses["raw_bug"].replay.path, cache=False)
+    replay.index.commands.addr[:] = np.iinfo(np.int64).max - 10
+    assert find_hazards(replay.index) == []
