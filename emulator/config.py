@@ -130,10 +130,18 @@ class HardwareConfig:
         MAX_PERTURB_SEED,
     )
     perturb_latency: float = _field(
-        0.5,
+        1.0,
         "fraction",
         "with perturb_seed: each DMA transfer's and IPCQ message's latency is drawn within "
         "+/- this fraction of its nominal, never below 0 (a link still delivers in order)",
+        0.0,
+        MAX_PERTURB_SPREAD,
+    )
+    perturb_grant_delay: float = _field(
+        1.5,
+        "fraction",
+        "with perturb_seed: each DMA command waits, its channel idle, up to this fraction "
+        "of hbm_latency (drawn at random) before it is granted: a load then reads HBM later",
         0.0,
         MAX_PERTURB_SPREAD,
     )
@@ -155,6 +163,7 @@ class HardwareConfig:
             "hbm_stack_pes",
             "perturb_seed",
             "perturb_latency",
+            "perturb_grant_delay",
         }
     )
     #: The fields of shared HBM bandwidth, left out of a trace's header while it is off
@@ -165,6 +174,7 @@ class HardwareConfig:
     PERTURB_FIELDS: ClassVar[tuple[str, ...]] = (
         "perturb_seed",
         "perturb_latency",
+        "perturb_grant_delay",
         "perturb_grant_window",
     )
 

@@ -104,3 +104,20 @@ def launch_flag_race() -> Scenario:
     ones_ptr, pad_ptr, flag_ptr = mem.put(ones), mem.put(pad), mem.alloc(ones.nbytes)
     config = HardwareConfig(mesh_rows=1, mesh_cols=2)
     return Scenario(kernel_flag_race, (ones_ptr, pad_ptr, flag_ptr), (2,), mem, config)
+
+
+def kernel_war(tl, x_ptr, buf_ptr, out_ptr):
+    """Loads a tile, then overwrites it before the load is waited (write-after-read)."""
+    new = tl.load(x_ptr, (ROWS, COLS), "f32")
+    old = tl.load_async(buf_ptr, (ROWS, COLS), "f32")
+    tl.store(buf_ptr, new)
+    tl.wait(tl.store(out_ptr, tl.wait(old)))
+
+
+def launch_war() -> Scenario:
+    """The write-after-read on one PE: the output is the old tile unless the store lands
+    before the load reads."""
+    new, old = np.full((ROWS, COLS), 2, np.float32), np.ones((ROWS, COLS), np.float32)
+    mem = Memory(size_bytes=3 * new.nbytes + 4096)
+    x_ptr, buf_ptr, out_ptr = mem.put(new), mem.put(old), mem.alloc(new.nbytes)
+    return Scenario(kernel_war, (x_ptr, buf_ptr, out_ptr), (1,), mem)

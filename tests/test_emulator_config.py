@@ -17,6 +17,7 @@ ZERO_OK = {
     "hbm_stack_pes",
     "perturb_seed",
     "perturb_latency",
+    "perturb_grant_delay",
 }
 
 

@@ -46,7 +46,13 @@ def test_the_same_seed_gives_a_byte_identical_trace():
 def test_seed_zero_is_the_nominal_run_whatever_the_bounds():
     nominal, passed = record(race.launch_race)
     assert passed
-    off, _ = record(race.launch_race, perturb_seed=0, perturb_latency=1.0, perturb_grant_window=9)
+    off, _ = record(
+        race.launch_race,
+        perturb_seed=0,
+        perturb_latency=2.0,
+        perturb_grant_delay=3.0,
+        perturb_grant_window=9,
+    )
     assert off == nominal
     assert not any(name.startswith("perturb") for name in header_config(nominal))
 
@@ -55,7 +61,7 @@ def test_a_perturbed_trace_says_so_in_its_header():
     trace, _ = record(race.launch_race, perturb_seed=5, perturb_latency=0.25)
     config = header_config(trace)
     assert (config["perturb_seed"], config["perturb_latency"]) == (5, 0.25)
-    assert config["perturb_grant_window"] == 2
+    assert (config["perturb_grant_delay"], config["perturb_grant_window"]) == (1.5, 2)
     assert HardwareConfig.from_dict(config).perturb_seed == 5  # a reader rebuilds it
 
 
@@ -93,6 +99,33 @@ def test_a_link_delivers_in_order_whatever_the_draws():
     jitter = Jitter(3, 0, 0, spread=1.0, window=1, in_order=True)
     landings = [now + jitter.latency(100, now) for now in range(0, 400, 4)]
     assert landings == sorted(landings)
+
+
+def test_grant_delays_stay_within_their_bound_from_a_stream_of_their_own():
+    jitter = Jitter(3, 0, 0, spread=0.5, window=2, in_order=False, max_delay=750)
+    delays = [jitter.grant_delay() for _ in range(300)]
+    assert min(delays) >= 0 and max(delays) <= 750 and len(set(delays)) > 100
+    # Drawing delays moves neither the latencies nor the grant picks of that seed.
+    plain = Jitter(3, 0, 0, spread=0.5, window=2, in_order=False)
+    assert [jitter.latency(500, 0) for _ in range(20)] == [plain.latency(500, 0) for _ in range(20)]
+    assert [jitter.pick(3) for _ in range(20)] == [plain.pick(3) for _ in range(20)]
+    assert plain.grant_delay() == 0
+
+
+def test_a_load_delayed_past_a_later_store_reads_its_bytes():
+    """A WAR the latencies alone never show: the load is granted first on an idle channel,
+    and only a grant delay lets the store issued after it land before it reads."""
+
+    def memory_after(**fields) -> bytes:
+        scenario = race.launch_war()
+        scenario.config = scenario.config.replace(**fields)
+        scenario.run()
+        return scenario.memory.data.tobytes()
+
+    nominal = memory_after()
+    seeds = range(1, 33)
+    assert {memory_after(perturb_seed=s, perturb_grant_delay=0.0) for s in seeds} == {nominal}
+    assert len({memory_after(perturb_seed=s, perturb_grant_delay=3.0) for s in seeds}) > 1
 
 
 def test_a_window_of_one_always_grants_the_oldest():

@@ -77,7 +77,9 @@ def test_explore_of_the_fenced_twin_finds_no_run_that_differs(in_tmp, capsys):
     status, out, _ = explore(capsys, FENCED, "--runs", "8", "--perturb-grant", "3")
     assert status == 0
     assert "none of 8 differs from the nominal" in out
-    assert "DMA grants among the 3 oldest waiting" in out.splitlines()[0]
+    assert out.splitlines()[0].endswith(
+        "DMA grants delayed up to 1.5x the HBM latency, among the 3 oldest waiting"
+    )
     assert "first differing run" not in out
 
 
@@ -96,7 +98,11 @@ def test_explore_json_lists_every_run_with_its_seed_and_command(in_tmp, capsys):
     doc = json.loads(out)
     assert doc["schema"] == "kbdebug.explore/1"
     assert doc["seeds"] == {"first": 20, "count": 4}
-    assert doc["bounds"] == {"perturb_latency": 0.5, "perturb_grant_window": 2}
+    assert doc["bounds"] == {
+        "perturb_latency": 1.0,
+        "perturb_grant_delay": 1.5,
+        "perturb_grant_window": 2,
+    }
     assert doc["nominal"]["outcome"] == "ok" and doc["nominal"]["end_cycle"] == 4170
     assert [r["seed"] for r in doc["runs"]] == [20, 21, 22, 23]
     differing = [r for r in doc["runs"] if r["differs"]]

@@ -156,7 +156,7 @@ class Channel:
             self._emit(_REQUEST, now, self.pe, self.cid, cmd)
         if not self.busy and not self.queue:
             self.busy = True
-            if not latency and on_complete is None and self.stack is None:
+            if not latency and on_complete is None and self.stack is None and self.jitter is None:
                 # Nothing happens between release and completion: the hold's own
                 # event is the completion, which saves an event per compute command.
                 # (A timeout counts as triggered from its creation: tl.wait asks
@@ -169,7 +169,11 @@ class Channel:
                 hold_event.callbacks.append(self._released)
                 return hold_event
             done = env.event()
-            self._grant((cmd, hold, latency, future, on_grant, on_complete, done, nbytes))
+            job = (cmd, hold, latency, future, on_grant, on_complete, done, nbytes)
+            if self.jitter is None:
+                self._grant(job)
+            else:
+                self._grant_later(job)  # after the jitter's delay, if it draws one
             return done
         done = env.event()
         self.queue.append((cmd, hold, latency, future, on_grant, on_complete, done, nbytes))
@@ -210,9 +214,12 @@ class Channel:
         return (job[0], job[1] + stretch, *job[2:])
 
     def _grant_later(self, job: Job) -> None:
-        """Grant ``job`` in an event of its own, behind those this cycle already has."""
+        """Grant ``job`` in an event of its own, behind those this cycle already has (on a
+        perturbed channel, after the delay its jitter draws: the channel idle meanwhile)."""
         self.busy = True
-        self.env.timeout(0).callbacks.append(partial(self._grant, job))
+        delay = self.jitter.grant_delay() if self.jitter is not None else 0
+        self.busy_until += delay
+        self.env.timeout(delay).callbacks.append(partial(self._grant, job))
 
     def _released(self, hold_event: simpy.Event) -> None:
         cmd, hold, latency, future, _, on_complete, done, _ = self._holder
@@ -227,7 +234,7 @@ class Channel:
             # cycle and no caller's callback follows this one (the hold event is ours
             # when there is a done event): then doing its work at the end of this
             # callback is the same.
-            grant_next = done is not None and env.peek() > now
+            grant_next = done is not None and env.peek() > now and self.jitter is None
             if not grant_next:
                 env.timeout(0).callbacks.append(self._grant_next)
         # The release is recorded with what follows it at once, when that is one event
@@ -273,7 +280,7 @@ class Channel:
         if self.busy or not self.queue:
             return
         job = self._take()
-        if self.env.peek() > self.env.now:
+        if self.env.peek() > self.env.now and self.jitter is None:
             # Its grant event would be the next one: grant it now.
             self.busy = True
             self._grant(job)

@@ -70,8 +70,8 @@ class Mesh:
         """Give each DMA channel and IPCQ link its seeded jitter; GEMM and MATH keep theirs.
 
         An IPCQ link keeps its messages in order and its grants first come, first
-        served (a queue whose messages overtook each other would pair receives with
-        the wrong sends), so only its latencies move.
+        served, at once (a queue whose messages overtook each other would pair
+        receives with the wrong sends), so only its latencies move.
         """
         for channel in self.channels:
             if channel.kind not in ("dma_read", "dma_write", "ipcq"):
@@ -84,4 +84,5 @@ class Mesh:
                 spread=config.perturb_latency,
                 window=1 if link else config.perturb_grant_window,
                 in_order=link,
+                max_delay=0 if link else round(config.perturb_grant_delay * config.hbm_latency),
             )

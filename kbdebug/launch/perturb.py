@@ -1,8 +1,9 @@
 """--perturb SEED and its bounds: the options ``kbdebug run`` and ``kbdebug explore`` share.
 
-They are the hardware fields ``perturb_seed``, ``perturb_latency`` and
-``perturb_grant_window`` (``kbdebug hw`` describes them) under names a user
-types; a value out of its range is one line naming the option.
+They are the hardware fields ``perturb_seed``, ``perturb_latency``,
+``perturb_grant_delay`` and ``perturb_grant_window`` (``kbdebug hw`` describes
+them) under names a user types; a value out of its range is one line naming the
+option.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kbdebug.errors import UserError
 #: Option (as typed), its argparse dest, and the hardware field it sets.
 BOUNDS = (
     ("--perturb-latency", "perturb_latency", "perturb_latency"),
+    ("--perturb-delay", "perturb_delay", "perturb_grant_delay"),
     ("--perturb-grant", "perturb_grant", "perturb_grant_window"),
 )
 DEFAULTS = HardwareConfig()
@@ -29,7 +31,14 @@ def add_bounds(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="FRACTION",
         help="each DMA and IPCQ latency drawn within +/- this fraction of its own "
-        f"(0..1, default {DEFAULTS.perturb_latency})",
+        f"(default {DEFAULTS.perturb_latency}; past 1 only longer)",
+    )
+    parser.add_argument(
+        "--perturb-delay",
+        type=float,
+        metavar="FRACTION",
+        help="each DMA command waits up to this fraction of the HBM latency before its "
+        f"channel is granted (default {DEFAULTS.perturb_grant_delay})",
     )
     parser.add_argument(
         "--perturb-grant",

@@ -159,11 +159,12 @@ class Exploration:
         first, last = self.seeds[0], self.seeds[-1]
         latency = self.bounds.get("perturb_latency")
         window = self.bounds.get("perturb_grant_window")
+        delay = self.bounds.get("perturb_grant_delay")
         spread = f"+/-{latency:.0%}" if latency <= 1 else f"0..{1 + latency:g}x their nominal"
         return (
             f"explore: {escape(self.scenario, 200)}, {len(self.seeds)} runs (seeds "
-            f"{first}..{last}), DMA and IPCQ latencies {spread}, DMA grants among "
-            f"the {window} oldest waiting"
+            f"{first}..{last}), DMA and IPCQ latencies {spread}, DMA grants delayed up to "
+            f"{delay:g}x the HBM latency, among the {window} oldest waiting"
         )
 
     def _nominal_line(self) -> str:
