@@ -46,6 +46,17 @@ def raw_lucky(tl, x, buf, out):
     tl.wait(tl.store(out, back))
 
 
+def raw_behind_fenced_stores(tl, x, buf, out):
+    """A store never waited, then many stores each waited, then the load: the first
+    store is unordered with every later access however many ordered ones come between."""
+    t = tl.load(x, SHAPE, "f32")
+    tl.store(buf, t)  # mark: first
+    for _ in range(12):
+        tl.wait(tl.store(buf, t))  # mark: loop
+    back = tl.wait(tl.load_async(buf, SHAPE, "f32"))  # mark: second
+    tl.wait(tl.store(out, back))
+
+
 def raw_late_wait(tl, x, buf, out):
     """The store is waited, but only after the load that reads it back."""
     t = tl.load(x, SHAPE, "f32")

@@ -75,6 +75,14 @@ def test_a_fenced_twin_has_no_hazard(analyses, name):
     assert analyses[name].hazards == []
 
 
+def test_an_old_unwaited_store_is_found_behind_many_ordered_ones(tmp_path):
+    kernel = kh.raw_behind_fenced_stores
+    replay = Replay.open(kh.record(kernel, tmp_path / "behind.kbt"), cache=False)
+    found = {(h.rule, h.first.loc.line, h.second.loc.line) for h in find_hazards(replay.index)}
+    first, loop, second = (kh.line_of(kernel, m) for m in ("first", "loop", "second"))
+    assert found == {("KB203", first, loop), ("KB201", first, second)}
+
+
 def test_pes_are_named_on_both_sides(analyses):
     assert analyses["raw_across_bug"].hazards[0].pes == (0, 1)
     hazard = analyses["chain_bug"].hazards[0]

@@ -34,9 +34,9 @@ LOAD_OPS = ("load", "load_async", "composite.load")
 STORE_OPS = ("store", "composite.store")
 #: A composite call's own command (its transfers follow it on its PE).
 COMPOSITE_OP = "composite"
-#: Earlier accesses of one PE an access is paired with when unordered, at most (the
-#: most recent): a racy loop pairs each store with every earlier one, and the lines are
-#: named by the first few.
+#: Earlier accesses of one PE to the same bytes an access is paired with when unordered:
+#: the earliest, and the unordered among the MAX_EARLIER latest (a racy loop pairs each
+#: store with every earlier one; the lines are named by the first few).
 MAX_EARLIER = 8
 #: "Never" as an event index (an access never waited is never known to be over).
 NEVER = np.iinfo(np.int64).max
@@ -180,8 +180,10 @@ def unordered_pairs(index: TraceIndex, acc: Accesses) -> Unordered:
     starts_run = np.r_[True, run_key[1:] != run_key[:-1]]
     run = np.cumsum(starts_run) - 1
     run_start, run_keys = np.flatnonzero(starts_run), run_key[starts_run]
-    # The running maximum of `over` within each run (runs offset apart so one pass does).
-    prefix_over = np.maximum.accumulate(run * (n + 2) + over) - run * (n + 2)
+    # The running maximum of `over` within each run (runs offset apart so one pass does,
+    # and the offset maxima increase through the runs: searchsorted finds in them).
+    running = np.maximum.accumulate(run * (n + 2) + over)
+    prefix_over = running - run * (n + 2)
     position = run * (n + 1) + issue  # increasing: runs in order, issues within them
 
     b, q, kind = _questions(seg, pe, write, n_pes)
@@ -201,10 +203,12 @@ def unordered_pairs(index: TraceIndex, acc: Accesses) -> Unordered:
         known[across] = clocks.latest_send(pe[b][across], issue[b][across], q[across])
     failed = latest > known
     b, r, before, known = b[failed], r[failed], before[failed], known[failed]
-    # The accesses of the run before B not over by then (the latest MAX_EARLIER of them).
+    # The accesses of the run before B not over by then: the earliest (where the running
+    # maximum first passes what B knows) and those among the latest MAX_EARLIER.
     take = np.minimum(before, MAX_EARLIER)
-    owner = np.repeat(np.arange(len(b)), take)
-    at = np.repeat(run_start[r] + before - take, take) + _ramps(take)
+    owner = np.concatenate([np.repeat(np.arange(len(b)), take), np.arange(len(b))])
+    earliest = np.searchsorted(running, r * (n + 2) + known, side="right")
+    at = np.concatenate([np.repeat(run_start[r] + before - take, take) + _ramps(take), earliest])
     late = over[at] > known[owner]
     a_row, b_row, known = row[at[late]], row[b[owner[late]]], known[owner[late]]
     # A pair over several segments is found in each: keep one.
