@@ -47,9 +47,11 @@ def test_a_perturbation_keeps_the_hardware_the_scenario_chose(in_tmp, capsys):
     main(["run", own, "--perturb", "3", "-q", "-o", "own.kbt"])
     config = read_trace(str(in_tmp / "own.kbt")).header["config"]
     assert (config["dma_write_channels"], config["perturb_seed"]) == (2, 3)
-    task = PointTask(0, own, (), (), None, perturb=(("perturb_seed", 3),))
-    _, scenario = build(task)
-    assert (scenario.config.dma_write_channels, scenario.config.perturb_seed) == (2, 3)
+    for hw in ((("perturb_seed", 3),), (("perturb_seed", 3), ("perturb_grant_window", 4))):
+        _, scenario = build(PointTask(0, own, (), hw, None))  # an explore run, a --grid point
+        assert (scenario.config.dma_write_channels, scenario.config.perturb_seed) == (2, 3)
+    main(["run", own, "--set", "perturb_seed=3", "-q", "-o", "set.kbt"])
+    assert (in_tmp / "set.kbt").read_bytes() == (in_tmp / "own.kbt").read_bytes()
 
 
 def test_explore_lists_the_race_s_wrong_outputs_with_their_hazard_and_command(in_tmp, capsys):

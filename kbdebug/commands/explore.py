@@ -137,11 +137,10 @@ def run(args: argparse.Namespace) -> int:
             index=seed,
             scenario=spec,
             params=tuple(params.items()),
-            hw=tuple(hw.items()),
+            hw=tuple(({**hw, "perturb_seed": seed, **bounds} if seed else hw).items()),
             base_config=base_config,
             check=not args.no_check,
             explore=True,
-            perturb=tuple({"perturb_seed": seed, **bounds}.items()) if seed else (),
         )
 
     command = ["kbdebug", "run", args.scenario]

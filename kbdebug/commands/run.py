@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     launcher = load(args.scenario)
     params, hw = launcher.split(launcher.settings(args.settings))
-    perturbation = perturb.settings(args)
+    hw.update(perturb.settings(args))
     config = with_hardware(read_config(args.config), hw)
 
     # Checked before the inputs are built: a refused OUT costs no wait.
@@ -141,8 +141,6 @@ def _run(args: argparse.Namespace) -> int:
             if args.traceback:
                 print(e.details.rstrip(), file=sys.stderr)
             raise
-        if perturbation:  # on the scenario's own hardware, which --set would replace
-            scenario.config = scenario.config.replace(**perturbation)
         status.clear()
         print(f"setup:  inputs built in {time.perf_counter() - started:.2f} s", flush=True)
         writer = _writer(out)

@@ -127,8 +127,13 @@ class Launcher:
         (``config_given``) or a hardware field replaces the scenario's own
         hardware, keeping its mesh unless ``hw`` names it. UserError when the
         builder refuses the values, or sets a field of ``hw`` otherwise itself
-        (``option_of`` says which option gave it).
+        (``option_of`` says which option gave it). The ``perturb_*`` fields of ``hw``
+        are set on the hardware the scenario built, whatever it is.
         """
+        # The timing perturbation goes on the hardware the scenario chose, never in place
+        # of it: a seeded run must be the nominal run with its timing moved, nothing else.
+        perturbation = {k: v for k, v in hw.items() if k in HardwareConfig.PERTURB_FIELDS}
+        hw = {k: v for k, v in hw.items() if k not in perturbation}
         arguments = dict(params)
         if self.takes_config:
             arguments[CONFIG] = config
@@ -160,6 +165,8 @@ class Launcher:
                     f"{shown(own)} itself; use its own parameters "
                     f"({', '.join(self.parameters()) or 'none'})"
                 )
+        if perturbation:
+            scenario.config = scenario.config.replace(**perturbation)
         return scenario
 
 

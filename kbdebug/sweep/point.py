@@ -72,9 +72,6 @@ class PointTask:
     #: A run of ``kbdebug explore``: the row carries the digest of the HBM the run left
     #: and what each hazard read, and no findings (explore compares results, not speed).
     explore: bool = False
-    #: The timing perturbation (perturb_seed and its bounds), applied to the hardware the
-    #: scenario built: unlike ``hw``, it never replaces the scenario's own choices.
-    perturb: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,8 +152,6 @@ def build(task: PointTask) -> tuple[Launcher, Scenario]:
     scenario = launcher.build(
         params, hw, config, config_given=task.base_config is not None, option_of=option_of
     )
-    if task.perturb:
-        scenario.config = scenario.config.replace(**dict(task.perturb))
     return launcher, scenario
 
 
