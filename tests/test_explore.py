@@ -127,6 +127,9 @@ def test_open_keeps_the_first_failing_trace_under_a_new_name_each_time(in_tmp, c
         assert kept.endswith(expected) and (in_tmp / kept).is_file()
         assert read_trace(str(in_tmp / kept)).header["config"]["perturb_seed"] == 1
     assert len(opened) == 2
+    # The kept trace is the one its reproducing command records, byte for byte.
+    main(["run", RACE, "--perturb", "1", "-q", "-o", "again.kbt"])
+    assert (in_tmp / "again.kbt").read_bytes() == (in_tmp / kept).read_bytes()
 
 
 @pytest.mark.parametrize(
