@@ -104,7 +104,8 @@ def test_run_compare_with_opens_compare_after_recording(tmp_path, monkeypatch, c
     run = ["run", f"{ONE_FILE}:launch_fixed", "--set", "n_tiles=2", "-o", str(out)]
     assert main([*run, "--compare-with", str(tmp_path / "missing.kbt")]) == 2
     assert "missing.kbt: no such file" in capsys.readouterr().err and not out.exists()
-    assert main([*run, "--compare-with", str(out)]) == 2  # no OLD yet: refused, nothing run
+    assert main([*run, "--compare-with", str(out)]) == 2  # OLD is what it would write over
+    assert "is the trace this run writes over" in capsys.readouterr().err
     before = tmp_path / "before.kbt"
     assert main(["run", f"{ONE_FILE}:launch_flawed", "--set", "n_tiles=2", "-o", str(before)]) == 0
     assert main([*run, "--compare-with", str(before)]) == 0

@@ -15,6 +15,7 @@ from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.commands import run_values
+from kbdebug.commands.check_report import CheckReport, wrong_block_report
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.launch import perturb
@@ -128,8 +129,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.compare_with:
         from kbdebug.commands.compare import open_run
 
+        if Path(args.compare_with).resolve() == out.target.resolve():
+            raise UserError(
+                f"--compare-with {args.compare_with} is the trace this run writes over: "
+                "give the new run another -o, or compare with a copy"
+            )
         baseline = open_run(args.compare_with)  # a bad OLD is refused before the run
     show = not args.quiet and sys.stderr.isatty()
+    found: CheckReport | None = None
     status = RunStatus(enabled=show)
     try:
         status.phase("building inputs")
@@ -160,11 +167,16 @@ def _run(args: argparse.Namespace) -> int:
             if scenario.check is not None and not args.no_check:
                 status.phase("checking output against numpy")
                 message, seconds = _check(scenario, args.traceback)
-                status.clear()
                 if message is None:
+                    status.clear()
                     print(
                         f"check:  output matches the numpy reference (checked in {seconds:.2f} s)"
                     )
+                elif not out.stream:
+                    status.phase("looking for the first wrong block")
+                    found = wrong_block_report(out.target, scenario)
+                    status.clear()
+                    print("\n".join(found.lines), flush=True)
     finally:
         status.close()
     if args.compare_with:
@@ -172,11 +184,17 @@ def _run(args: argparse.Namespace) -> int:
 
         open_compare(baseline, open_run(str(out.target)))
     elif args.open:
-        from kbdebug.commands.replay import open_app
+        from kbdebug.commands.replay import make_app
 
-        open_app(out.target, rerun=_rerun_argv(args, out.target))
+        app = make_app(out.target, rerun=_rerun_argv(args, out.target))
+        if found is not None and found.position is not None and app.replay is not None:
+            app.replay.seek(found.position)  # the app opens where the wrong block was stored
+        app.run()
+        if app.load_error is not None:
+            raise UserError(app.load_error)
     elif not out.stream:
-        print(f"next:   kbdebug {out.target}")
+        there = ", or run with --open to open it at that store" if found and found.position else ""
+        print(f"next:   kbdebug {out.target}{there}")
     if message is not None:
         raise UserError(message, status=1)
     return 0
