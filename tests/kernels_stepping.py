@@ -1,4 +1,4 @@
-"""A kernel with a loop that calls a helper, for the source-level stepping tests.
+"""Kernels with a loop that calls a helper, for the source-level stepping tests.
 
 Lines a test looks for carry a ``# mark: NAME`` comment; ``line(NAME)`` finds them.
 """
@@ -26,6 +26,13 @@ def looped(tl, ptr, n):  # mark: def
     return tl.exp(first)  # mark: after
 
 
+def chained(tl, ptr, n):  # mark: chained-def
+    """The helper called again and again from one line, no tl call of the kernel's between."""
+    x = tl.load(ptr, (8, 8), "f16")  # mark: chained-load
+    for _ in range(n):
+        scaled(tl, x)  # mark: chained-call
+
+
 def line(name: str) -> int:
     """The line of this file marked ``# mark: NAME``."""
     for number, text in enumerate(Path(__file__).read_text().splitlines(), 1):
@@ -34,7 +41,7 @@ def line(name: str) -> int:
     raise KeyError(name)
 
 
-def record(path: Path, steps: int = 3) -> Path:
-    """Record ``looped`` with ``steps`` loop steps on one PE into ``path``."""
-    run_kernel(looped, (0, steps), (1,), trace=path)
+def record(path: Path, steps: int = 3, kernel=looped) -> Path:
+    """Record ``kernel`` with ``steps`` loop steps on one PE into ``path``."""
+    run_kernel(kernel, (0, steps), (1,), trace=path)
     return path

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from kernels_stepping import line, record
+from kernels_stepping import chained, line, record
 
 from kbdebug.replay import Replay
-from kbdebug.replay.stepping import finish_stop, next_stop, step_stop, stops_of, until_stop
+from kbdebug.replay.stepping import (
+    Place,
+    finish_stop,
+    next_stop,
+    step_stop,
+    stops_of,
+    until_stop,
+)
 
 
 @pytest.fixture(scope="module")
@@ -19,96 +26,117 @@ def stops(replay):
     return stops_of(replay.index, 0)
 
 
-def place(replay, event):
-    """(line, function) of the stop at ``event``; the kernel's end is ("end", None)."""
-    loc = replay.index.loc(int(replay.index.columns.loc[event]))
-    return ("end", None) if loc is None else (loc.line, loc.function)
+def shown(replay, stops, place: Place):
+    """(line, function) a place shows: a helper's stop seen from the kernel is the
+    kernel's calling line; the kernel's end is ("end", name)."""
+    k = stops.stop_of(place.event)
+    loc = replay.index.loc(int(replay.index.columns.loc[place.event]))
+    if loc is None:
+        return ("end", stops.function(place))
+    if place.from_kernel and loc.caller is not None:
+        return (loc.caller.line, stops.function(place))
+    assert int(stops.lines[k]) == loc.line
+    return (loc.line, stops.function(place))
 
 
-def walk(replay, stops, move, start, direction=1, limit=40):
-    """The places ``move`` visits from position ``start`` until it finds nothing."""
+def walk(replay, stops, move, start=0, direction=1, from_kernel=False, limit=60):
+    """What ``move`` shows, pressed again and again from ``start`` until it finds nothing."""
     seen, position = [], start
     for _ in range(limit):
-        event = move(stops, position, direction)
-        if event is None:
+        place = move(stops, position, direction, from_kernel)
+        if place is None:
             return seen
-        seen.append(place(replay, event))
-        position = event + 1
+        seen.append(shown(replay, stops, place))
+        position, from_kernel = place.event + 1, place.from_kernel
     raise AssertionError("did not stop")
 
 
-def test_next_in_the_kernel_steps_over_the_helper(replay, stops):
-    loop = [(line("issue"), "looped"), (line("wait"), "looped")]
-    assert walk(replay, stops, next_stop, 0) == [
-        (line("def"), "looped"),  # the kernel's start
-        (line("first"), "looped"),  # the blocking load's issue
-        (line("first"), "looped"),  # and its wait
-        *loop * 3,
-        (line("after"), "looped"),
-        ("end", None),
+def first_at(replay, stops, name: str, occurrence: int = 0) -> int:
+    """The position just after the ``occurrence``-th stop on the line marked ``name``."""
+    events = [int(e) for e in stops.events if int(stops.lines[stops.stop_of(e)]) == line(name)]
+    return events[occurrence] + 1
+
+
+KERNEL = "looped"
+STEP = [(line("issue"), KERNEL), (line("wait"), KERNEL), (line("call"), KERNEL)]
+
+
+def test_next_in_the_kernel_steps_over_each_helper_call_onto_its_calling_line(replay, stops):
+    assert walk(replay, stops, next_stop) == [
+        (line("def"), KERNEL),  # the kernel's start
+        (line("first"), KERNEL),  # the blocking load's issue
+        (line("first"), KERNEL),  # and its wait
+        *STEP * 3,
+        (line("after"), KERNEL),
+        ("end", KERNEL),
     ]
 
 
 def test_reverse_next_retraces_next(replay, stops):
-    forward = walk(replay, stops, next_stop, 0)
+    forward = walk(replay, stops, next_stop)
     end = int(stops.events[-1]) + 1
     assert walk(replay, stops, next_stop, end, -1) == forward[-2::-1]
 
 
 def test_step_goes_into_the_helper(replay, stops):
-    places = walk(replay, stops, step_stop, 0)
-    assert places[5:9] == [
+    places = walk(replay, stops, step_stop)
+    assert places[3:8] == [
+        (line("issue"), KERNEL),
+        (line("wait"), KERNEL),
         (line("helper-exp"), "scaled"),
         (line("helper-dot"), "scaled"),
-        (line("issue"), "looped"),
-        (line("wait"), "looped"),
+        (line("issue"), KERNEL),
     ]
     assert len(places) == len(stops.events)
 
 
-def test_next_inside_the_helper_stays_in_it_then_returns_to_the_kernel(replay, stops):
-    exp = stops.events[[place(replay, e) == (line("helper-exp"), "scaled") for e in stops.events]]
-    first = int(exp[0])
-    assert place(replay, next_stop(stops, first + 1)) == (line("helper-dot"), "scaled")
-    dot = next_stop(stops, first + 1)
-    assert place(replay, next_stop(stops, dot + 1)) == (line("issue"), "looped")
+def test_next_inside_the_helper_stays_in_it_then_returns_to_the_calling_line(replay, stops):
+    exp = first_at(replay, stops, "helper-exp")
+    dot = next_stop(stops, exp)
+    assert shown(replay, stops, dot) == (line("helper-dot"), "scaled")
+    back = next_stop(stops, dot.event + 1)
+    # Out of the helper: the same stop, seen from the kernel (the call, done).
+    assert back == Place(dot.event, True)
+    assert shown(replay, stops, back) == (line("call"), KERNEL)
+    assert shown(replay, stops, next_stop(stops, back.event + 1, 1, True)) == STEP[0]
 
 
-def test_finish_leaves_the_helper_for_the_callers_next_call_and_back(replay, stops):
-    dot = next(int(e) for e in stops.events if place(replay, e)[0] == line("helper-dot"))
-    out = finish_stop(stops, dot + 1)
-    assert place(replay, out) == (line("issue"), "looped")
-    back = finish_stop(stops, dot + 1, -1)
-    assert place(replay, back) == (line("wait"), "looped")
-    assert back < dot < out
+def test_finish_returns_to_the_calling_line_and_reverse_finish_to_before_the_call(replay, stops):
+    exp = first_at(replay, stops, "helper-exp")
+    out = finish_stop(stops, exp)
+    assert shown(replay, stops, out) == (line("call"), KERNEL) and out.event > exp - 1
+    back = finish_stop(stops, exp, -1)
+    assert shown(replay, stops, back) == (line("wait"), KERNEL) and back.event < exp - 1
 
 
 def test_finish_in_the_kernel_has_nowhere_to_go(replay, stops):
-    wait = next(int(e) for e in stops.events if place(replay, e)[0] == line("wait"))
-    assert finish_stop(stops, wait + 1) is None
-    assert finish_stop(stops, wait + 1, -1) is None
-    assert not stops.in_helper(wait + 1)
+    wait = first_at(replay, stops, "wait")
+    assert finish_stop(stops, wait) is None
+    assert finish_stop(stops, wait, -1) is None
+    # A helper's stop seen from the kernel is the kernel's: nothing to finish either.
+    call = next_stop(stops, wait)
+    assert finish_stop(stops, call.event + 1, 1, call.from_kernel) is None
 
 
 def test_until_at_the_bottom_of_the_loop_leaves_it(replay, stops):
-    wait = next(int(e) for e in stops.events if place(replay, e)[0] == line("wait"))
-    out = until_stop(stops, wait + 1)
-    assert place(replay, out) == (line("after"), "looped")
+    call = next_stop(stops, first_at(replay, stops, "wait"))
+    assert shown(replay, stops, call) == (line("call"), KERNEL)
+    out = until_stop(stops, call.event + 1, 1, True)
+    assert shown(replay, stops, out) == (line("after"), KERNEL)
 
 
 def test_reverse_until_at_the_top_of_the_loop_leaves_it_backward(replay, stops):
-    issues = [int(e) for e in stops.events if place(replay, e)[0] == line("issue")]
-    assert place(replay, until_stop(stops, issues[-1] + 1, -1)) == (line("first"), "looped")
+    last_issue = first_at(replay, stops, "issue", occurrence=2)
+    assert shown(replay, stops, until_stop(stops, last_issue, -1)) == (line("first"), KERNEL)
 
 
 def test_until_at_the_top_of_the_loop_goes_to_the_next_line_first(replay, stops):
-    issue = next(int(e) for e in stops.events if place(replay, e)[0] == line("issue"))
-    assert place(replay, until_stop(stops, issue + 1)) == (line("wait"), "looped")
+    assert shown(replay, stops, until_stop(stops, first_at(replay, stops, "issue"))) == STEP[1]
 
 
-def test_until_in_the_helper_returns_to_the_kernel_after_its_last_line(replay, stops):
-    dot = next(int(e) for e in stops.events if place(replay, e)[0] == line("helper-dot"))
-    assert place(replay, until_stop(stops, dot + 1)) == (line("issue"), "looped")
+def test_until_in_the_helper_returns_to_the_calling_line_after_its_last_line(replay, stops):
+    dot = first_at(replay, stops, "helper-dot")
+    assert shown(replay, stops, until_stop(stops, dot)) == (line("call"), KERNEL)
 
 
 def test_nothing_before_the_start_or_after_the_end(replay, stops):
@@ -116,3 +144,18 @@ def test_nothing_before_the_start_or_after_the_end(replay, stops):
     for move in (next_stop, step_stop, until_stop):
         assert move(stops, end) is None
         assert move(stops, 0, -1) is None
+
+
+def test_one_line_calling_the_helper_again_and_again_is_a_step_per_call(tmp_path):
+    replay = Replay.open(str(record(tmp_path / "chained.kbt", 3, chained)))
+    stops = stops_of(replay.index, 0)
+    call = (line("chained-call"), "chained")
+    assert walk(replay, stops, next_stop) == [
+        (line("chained-def"), "chained"),
+        (line("chained-load"), "chained"),
+        (line("chained-load"), "chained"),
+        call,
+        call,
+        call,
+        ("end", "chained"),
+    ]

@@ -18,9 +18,12 @@ def path(tmp_path_factory) -> str:
 
 
 def where(app: KbdebugApp) -> tuple[int, str]:
-    """The source pane's current line and the function of the event the cursor is on."""
+    """The source pane's current line, and the function it is in (the kernel's where the
+    pane shows the kernel's line that called a helper)."""
     _, number = app.query_one(SourceView).current_line
-    loc = app.replay.index.loc(int(app.replay.index.columns.loc[app.position - 1]))
+    loc = app.replay.index.loc(int(app.replay.state.pes[0].loc))
+    if loc.caller is not None and number == loc.caller.line:
+        return number, "looped"
     return number, loc.function
 
 
@@ -29,18 +32,21 @@ async def press(pilot, *keys: str) -> None:
     await pilot.pause()
 
 
-async def test_n_steps_over_the_helper_and_N_comes_back(path):
+async def test_n_steps_over_the_helper_onto_its_calling_line_and_N_comes_back(path):
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await press(pilot, "n", "n", "n", "n", "n")  # start, the load's issue and wait, issue
+        await press(pilot, *"nnnnn")  # start, the load's issue and wait, issue, wait
         assert where(app) == (line("wait"), "looped")
-        before = app.position
-        await press(pilot, "n")  # over scaled(): never inside it
+        await press(pilot, "n")  # over scaled(): the calling line, never inside it
+        assert where(app) == (line("call"), "looped")
+        assert "next: PE 0 at" in header(app) and "scaled(tl, x) ran 2 tl calls" in header(app)
+        await press(pilot, "n")
         assert where(app) == (line("issue"), "looped")
-        assert "next: " in header(app) and "in looped" in header(app)
         await press(pilot, "N")
-        assert app.position == before
+        assert where(app) == (line("call"), "looped")
+        await press(pilot, "N")
+        assert where(app) == (line("wait"), "looped")
 
 
 async def test_s_steps_into_the_helper_and_S_back_out(path):
@@ -54,24 +60,24 @@ async def test_s_steps_into_the_helper_and_S_back_out(path):
         await press(pilot, "s")
         assert where(app) == (line("helper-dot"), "scaled")
         await press(pilot, "S", "S")
-        assert app.position == before
+        assert app.position == before and where(app) == (line("wait"), "looped")
 
 
-async def test_o_finishes_the_helper_and_O_returns_to_where_it_was_entered(path):
+async def test_o_finishes_the_helper_and_O_returns_to_before_the_call(path):
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
         await press(pilot, *"nnnnn")
-        entered_from = app.position
+        first_wait = app.position
         await press(pilot, "s")
         assert where(app) == (line("helper-exp"), "scaled")
         await press(pilot, "o")
-        assert where(app) == (line("issue"), "looped")
-        await press(pilot, "s", "s", "s")  # wait, then into the helper again
-        assert where(app)[1] == "scaled"
+        assert where(app) == (line("call"), "looped")
+        await press(pilot, "n", "n", "s")  # the next step's issue and wait, into the helper
+        assert where(app) == (line("helper-exp"), "scaled")
         await press(pilot, "O")
         assert where(app) == (line("wait"), "looped")
-        assert app.position > entered_from  # the second step's wait, not the first's
+        assert app.position > first_wait  # the second step's wait, not the first's
 
 
 async def test_o_in_the_kernel_refuses_and_stays(path):
@@ -89,12 +95,12 @@ async def test_t_leaves_the_loop_and_T_goes_back_above_it(path):
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await press(pilot, *"nnnnn")
-        assert where(app) == (line("wait"), "looped")
-        await press(pilot, "t")  # the loop's last line: out of it
+        await press(pilot, *"nnnnnn")
+        assert where(app) == (line("call"), "looped")  # the loop's last line
+        await press(pilot, "t")
         assert where(app) == (line("after"), "looped")
-        await press(pilot, "N", "N")  # the last step's issue, the loop's first line
-        assert where(app) == (line("issue"), "looped")
+        await press(pilot, "N", "N", "N")  # the last step's call, wait and issue
+        assert where(app) == (line("issue"), "looped")  # the loop's first line
         await press(pilot, "T")
         assert where(app) == (line("first"), "looped")
 

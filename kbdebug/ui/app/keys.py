@@ -20,7 +20,12 @@ class Key:
 
 
 KEYS = (
-    Key("n", "next_line(1)", "next", "Next: the next tl call of this function, over helpers"),
+    Key(
+        "n",
+        "next_line(1)",
+        "next",
+        "Next: the next line of this function (a helper call is one step)",
+    ),
     Key("N", "next_line(-1)", "prev", "Reverse-next: the previous tl call of this function", False),
     Key("s", "step_into(1)", "step", "Step: the next tl call of the focused PE, into helpers"),
     Key("S", "step_into(-1)", "step back", "Reverse-step: the previous tl call of the PE", False),
@@ -28,7 +33,7 @@ KEYS = (
         "o",
         "finish(1)",
         "finish",
-        "Finish: out of the current helper, to its caller's next tl call",
+        "Finish: out of the current helper, back on the line that called it",
     ),
     Key(
         "O",
@@ -83,8 +88,19 @@ KEYS = (
     Key("g", "edge(-1)", "start", "Go to the start of the trace", False),
     Key("G", "edge(1)", "end", "Go to the end of the trace", False),
     Key("colon", "goto", "go to", "Go to an event (:1234) or a cycle (:t5000)"),
-    Key("slash", "search", "search", "Search events (kind, pe2, future 12, file.py:86, op)"),
-    Key("semicolon", "search_again(1)", "next match", "Next match of the last / search", False),
+    Key(
+        "slash",
+        "search",
+        "search",
+        "Search events (kind, pe2, future 12, file.py:86, op); ; and , repeat it",
+    ),
+    Key(
+        "semicolon",
+        "search_again(1)",
+        "next match",
+        "Next match of the last / search (n is gdb's next here)",
+        False,
+    ),
     Key("comma", "search_again(-1)", "prev match", "Previous match of the last / search", False),
     Key("plus,equals_sign", "zoom(1)", "zoom in", "Zoom the timeline in", False),
     Key("minus", "zoom(-1)", "zoom out", "Zoom the timeline out", False),

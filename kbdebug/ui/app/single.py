@@ -82,6 +82,10 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
     selected_future = var(-1, init=False)
     """The future highlighted in the table and on the timeline; f/F follow it."""
 
+    kernel_view_at = var((-1, -1), init=False)
+    """(PE, position) where that PE's current stop is seen from its kernel (n, o or t
+    stepped over a helper call): the source shows the kernel's calling line there."""
+
     def __init__(
         self,
         path: str | None = None,
@@ -141,7 +145,10 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         )
         with Horizontal(id="middle"):
             yield SourceView(replay, id="source", pane=2).data_bind(
-                KbdebugApp.position, KbdebugApp.focused_pe, KbdebugApp.breakpoint_generation
+                KbdebugApp.position,
+                KbdebugApp.focused_pe,
+                KbdebugApp.breakpoint_generation,
+                KbdebugApp.kernel_view_at,
             )
             futures = FuturesTable(replay, id="futures", pane=3)
             yield futures.data_bind(

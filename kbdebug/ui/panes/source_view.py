@@ -69,6 +69,10 @@ class SourceView(RowView):
     breakpoint_generation = reactive(0)
     """Bumped by the app whenever breakpoints change, to redraw the marks."""
 
+    kernel_view_at = reactive((-1, -1), repaint=False)
+    """(PE, position) where the PE's current tl call is seen from its kernel (a helper
+    call stepped over): its line is the kernel's line that called the helper."""
+
     file = reactive("")
     """The source file shown (a key of the trace's embedded sources)."""
 
@@ -91,11 +95,15 @@ class SourceView(RowView):
 
     @property
     def current_line(self) -> tuple[str, int] | None:
-        """(file, line) of the focused PE's latest tl call, None before its first."""
+        """(file, line) of the focused PE's latest tl call (the kernel's calling line where
+        it is seen from the kernel), None before its first."""
         pes = self.replay.state.pes
         if not 0 <= self.focused_pe < len(pes):
             return None
         loc = self.replay.index.loc(pes[self.focused_pe].loc)
+        if loc is not None and loc.caller is not None:
+            if self.kernel_view_at == (self.focused_pe, self.position):
+                loc = loc.caller
         return None if loc is None else (loc.file, loc.line)
 
     @property
@@ -145,6 +153,9 @@ class SourceView(RowView):
             for line in (before, here):
                 if line is not None and line[0] == self.file:
                     self.refresh_rows(line[1] - 1)
+
+    def watch_kernel_view_at(self) -> None:
+        self.watch_position()
 
     def watch_focused_pe(self) -> None:
         self._shown_line = self.current_line
