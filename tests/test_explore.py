@@ -17,6 +17,7 @@ from kbdebug.ui import KbdebugApp
 KERNELS = Path(__file__).parent / "kernels_store_load_race.py"
 RACE = f"{KERNELS}:launch_race"
 FENCED = f"{KERNELS}:launch_fenced"
+RACE_HAZARD = "KB201 read-after-write tests/kernels_store_load_race.py:30 after :28"
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def test_explore_lists_the_race_s_wrong_outputs_with_their_hazard_and_command(in
     assert table[0].split() == ["seed", "differs", "end", "cycle", "hazard", "reproduce"]
     first = table[1]
     assert "wrong output" in first
-    assert "KB201 read-after-write tests/kernels_store_load_race.py:30 after :28" in first
+    assert RACE_HAZARD in first
     seed = int(first.split()[0])
     command = first[first.index("kbdebug run ") :]
     assert command == f"kbdebug run {RACE} --perturb {seed}"
@@ -110,7 +111,9 @@ def test_explore_json_lists_every_run_with_its_seed_and_command(in_tmp, capsys):
     differing = [r for r in doc["runs"] if r["differs"]]
     assert status == (1 if differing else 0) and doc["differ"] == len(differing)
     for r in differing:
-        assert r["differs"] == ["wrong output"] and r["hazards"]
+        assert r["differs"] == ["wrong output"]
+        assert [h["label"] for h in r["hazards"]] == [RACE_HAZARD]
+        assert r["hazards"][0]["id"].startswith("KB201:tests/kernels_store_load_race.py::")
         assert r["command"].endswith(f"--perturb {r['seed']}")
     assert doc["first"]["seed"] == differing[0]["seed"]
     assert doc["first"]["store"]["line"] == "tests/kernels_store_load_race.py:31"

@@ -35,14 +35,15 @@ def differences(nominal: Row, row: Row) -> list[str]:
     return []
 
 
-def explaining_hazards(nominal: Row, row: Row) -> list[str]:
-    """The labels of the hazards whose access read or wrote otherwise than in the nominal
-    run (every hazard of the run when none did: one of them may still be the cause)."""
+def explaining_hazards(nominal: Row, row: Row) -> list[tuple[str, str]]:
+    """(id, label) of the hazards whose access read or wrote otherwise than in the
+    nominal run (every hazard of the run when none did: one of them may still be the
+    cause)."""
     if row.hazards is None:
         return []
     before = {hazard: did for hazard, _, did in nominal.hazards or ()}
-    changed = [label for hazard, label, did in row.hazards if before.get(hazard) != did]
-    return changed or [label for _, label, _ in row.hazards]
+    changed = [(h, label) for h, label, did in row.hazards if before.get(h) != did]
+    return changed or [(h, label) for h, label, _ in row.hazards]
 
 
 @dataclass
@@ -138,7 +139,8 @@ class Exploration:
                 continue
             doc = {"seed": seed, **_row_json(row)}
             doc["differs"] = differences(self.nominal, row)
-            doc["hazards"] = explaining_hazards(self.nominal, row) if doc["differs"] else []
+            explained = explaining_hazards(self.nominal, row) if doc["differs"] else []
+            doc["hazards"] = [{"id": h, "label": label} for h, label in explained]
             doc["command"] = self.reproduce(seed)
             runs.append(doc)
         return {
@@ -200,7 +202,7 @@ class Exploration:
     def _table(self, differing: list[tuple[int, Row, list[str]]]) -> str:
         rows = [["seed", "differs", "end cycle", "hazard", "reproduce"]]
         for seed, row, kinds in differing:
-            hazards = explaining_hazards(self.nominal, row)
+            hazards = [label for _, label in explaining_hazards(self.nominal, row)]
             rows.append(
                 [
                     str(seed),
@@ -232,7 +234,7 @@ class Exploration:
                     f"{escape(first.store_line, 200)}"
                 )
             lines.append(where)
-        hazards = explaining_hazards(self.nominal, row)
+        hazards = [label for _, label in explaining_hazards(self.nominal, row)]
         if hazards:
             lines.append(f"  hazard: {escape('; '.join(hazards), 400)} (kbdebug report lists it)")
         else:
