@@ -42,9 +42,11 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="kbdebug-export-size-"))
     out.mkdir(parents=True, exist_ok=True)
     kbdebug = [sys.executable, "-m", "kbdebug"]
-    # Warm the index cache, so both exports open the trace the same way.
+    # Warm the index cache, so every export opens the trace the same way; the second
+    # open is the baseline: what opening the trace alone costs.
     opener = "import sys; from kbdebug.replay import Replay; Replay.open(sys.argv[1])"
-    measure([sys.executable, "-c", opener, str(args.trace)])
+    open_seconds, open_rss = measure([sys.executable, "-c", opener, str(args.trace)])
+    open_seconds, open_rss = measure([sys.executable, "-c", opener, str(args.trace)])
     rows = []
     for label, target, extra in (
         ("Chrome JSON", out / "trace.json", []),
@@ -63,6 +65,7 @@ def main() -> None:
         rows.append((label, size, rss, seconds))
     print(f"trace: {args.trace} ({args.trace.stat().st_size:,} bytes)")
     print(f"{'export':<20} {'bytes':>16} {'peak RSS MiB':>13} {'wall s':>8}")
+    print(f"{'(opening alone)':<20} {'':>16} {open_rss / 1024:>13,.0f} {open_seconds:>8.1f}")
     for label, size, rss, seconds in rows:
         print(f"{label:<20} {size:>16,} {rss / 1024:>13,.0f} {seconds:>8.1f}")
     json_size = rows[0][1]
