@@ -26,7 +26,13 @@ KEYS = (
         "next",
         "Next: the next line of this function (a helper call is one step)",
     ),
-    Key("N", "next_line(-1)", "prev", "Reverse-next: the previous tl call of this function", False),
+    Key(
+        "N",
+        "next_line(-1)",
+        "prev",
+        "Reverse-next: back a line of this function (a helper call one step)",
+        False,
+    ),
     Key("s", "step_into(1)", "step", "Step: the next tl call of the focused PE, into helpers"),
     Key("S", "step_into(-1)", "step back", "Reverse-step: the previous tl call of the PE", False),
     Key(
