@@ -188,3 +188,26 @@ def test_without_the_extra_the_export_says_what_to_install(ring, capsys, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and INSTALL_HINT in err[0]
     assert not out.exists()
+
+
+def test_a_truncated_trace_closes_every_slice_at_its_end_and_keeps_tracks_in_order(ring):
+    replay, _, root = ring
+    data = (root / "r.kbt").read_bytes()
+    cut = root / "cut.kbt"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    truncated = Replay.open(cut, cache=False)
+    assert truncated.status == "truncated"
+    packets = parsed(truncated, root / "cut.pftrace")
+    names, annotation, _ = interned(packets)
+    by_track: dict[int, list] = defaultdict(list)
+    unfinished = 0
+    for p in events(packets):
+        e = p.track_event
+        by_track[e.track_uuid].append((p.timestamp, e.type))
+        unfinished += annotation["unfinished"] in annotations(e)
+        assert p.timestamp <= truncated.end_time  # 1000 MHz: one cycle is one ns
+    assert unfinished > 0
+    for evs in by_track.values():
+        assert [t for t, _ in evs] == sorted(t for t, _ in evs)
+        kinds = [k for _, k in evs]
+        assert kinds.count(TE.TYPE_SLICE_BEGIN) == kinds.count(TE.TYPE_SLICE_END)

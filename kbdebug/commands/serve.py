@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from textual_serve.server import Server
     except ImportError:
-        raise UserError(f"kbdebug serve needs textual-serve: {INSTALL_HINT}") from None
+        raise UserError(f"textual-serve is not installed: {INSTALL_HINT}") from None
     path = bundled_trace() if args.trace is None else Path(args.trace)
     if path.is_dir():
         raise UserError(f"{path}: is a directory, not a trace")
