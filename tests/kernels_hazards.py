@@ -57,6 +57,23 @@ def raw_behind_fenced_stores(tl, x, buf, out):
     tl.wait(tl.store(out, back))
 
 
+def _put(tl, ptr, t):
+    return tl.store(ptr, t)  # mark: first
+
+
+def _get(tl, ptr):
+    return tl.load_async(ptr, SHAPE, "f32")  # mark: second
+
+
+def helpers_bug(tl, x, buf, out):
+    """The store and the read-back each in a helper, the store waited after."""
+    t = tl.load(x, SHAPE, "f32")
+    stored = _put(tl, buf, t)
+    pending = _get(tl, buf)  # mark: get
+    tl.wait(stored)
+    tl.wait(tl.store(out, tl.wait(pending)))
+
+
 def raw_late_wait(tl, x, buf, out):
     """The store is waited, but only after the load that reads it back."""
     t = tl.load(x, SHAPE, "f32")

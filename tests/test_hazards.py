@@ -83,6 +83,16 @@ def test_an_old_unwaited_store_is_found_behind_many_ordered_ones(tmp_path):
     assert found == {("KB203", first, loop), ("KB201", first, second)}
 
 
+def test_a_fix_for_a_helper_goes_above_the_kernel_line_calling_it(tmp_path):
+    replay = Replay.open(kh.record(kh.helpers_bug, tmp_path / "helpers.kbt"), cache=False)
+    (hazard,) = find_hazards(replay.index)
+    assert hazard.first.loc.line == kh.line_of(kh._put, "first")
+    assert hazard.second.loc.line == kh.line_of(kh._get, "second")
+    # The kernel holds the store's handle: the wait goes above its call of _get.
+    assert hazard.fix_loc.line == kh.line_of(kh.helpers_bug, "get")
+    assert "(the call into the helper holding" in hazard.suggestion
+
+
 def test_pes_are_named_on_both_sides(analyses):
     assert analyses["raw_across_bug"].hazards[0].pes == (0, 1)
     hazard = analyses["chain_bug"].hazards[0]

@@ -241,8 +241,15 @@ def _noun(access: HazardAccess) -> str:
     return "store" if access.is_store else "load"
 
 
+def _site(loc: SourceLoc | None) -> str:
+    """``file:line``, with the kernel line that called the helper holding it."""
+    if loc is None:
+        return "?"
+    return f"{loc} (called from {loc.caller})" if loc.caller is not None else str(loc)
+
+
 def _at(access: HazardAccess, pe: bool) -> str:
-    where = str(access.loc) if access.loc is not None else "?"
+    where = _site(access.loc)
     return f"on PE {access.pe} at {where}" if pe else f"at {where}"
 
 
@@ -266,16 +273,34 @@ def _outcome(a: HazardAccess, b: HazardAccess) -> str:
 def _message(a: HazardAccess, b: HazardAccess, where: str, outcome: str, count: int) -> str:
     if a.pe != b.pe:
         text = (
-            f"PE {a.pe} {_verb(a)} {where} at {a.loc} and PE {b.pe} {_verb(b)} them at "
-            f"{b.loc} with no wait and message ordering the two"
+            f"PE {a.pe} {_verb(a)} {where} at {_site(a.loc)} and PE {b.pe} {_verb(b)} them at "
+            f"{_site(b.loc)} with no wait and message ordering the two"
+        )
+    elif a.loc == b.loc:  # one line, run again (a loop) before its last run is waited
+        text = (
+            f"PE {a.pe} {_verb(a)} {where} at {_site(a.loc)} and {_verb(b)} them again at the same "
+            f"line before the last {_noun(a)} is waited"
         )
     else:
         text = (
-            f"PE {a.pe} {_verb(a)} {where} at {a.loc}, then {_verb(b)} them at {b.loc} "
-            f"before the {_noun(a)} is waited"
+            f"PE {a.pe} {_verb(a)} {where} at {_site(a.loc)}, then {_verb(b)} them at "
+            f"{_site(b.loc)} before the {_noun(a)} is waited"
         )
     times = f" ({count:,} times)" if count > 1 else ""
     return f"{text}{times}; {outcome}"
+
+
+def _spot(target: SourceLoc | None, handle: SourceLoc | None) -> tuple[SourceLoc | None, str]:
+    """Where a wait of the handle issued at ``handle`` goes to come just before
+    ``target``, and how to say it: ``target`` itself, or, when ``target`` is in a helper
+    the handle was not issued in, the kernel line that calls that helper (where the
+    kernel holds the handle)."""
+    caller = target.caller if target is not None else None
+    same = handle is not None and target is not None
+    same = same and (handle.caller, handle.function) == (caller, target.function)
+    if caller is None or same:
+        return target, f"just before {_site(target)}"
+    return caller, f"just before {caller} (the call into the helper holding {target})"
 
 
 def _fix(index: TraceIndex, a: HazardAccess, b: HazardAccess, send: int):
@@ -284,22 +309,27 @@ def _fix(index: TraceIndex, a: HazardAccess, b: HazardAccess, send: int):
     if a.op.startswith("composite."):
         # A composite's own transfers have landed when the call returns: only a message
         # sent after it can order them for another PE (so only that case comes here).
-        over = f"once the composite at {a.loc} has returned (its tiles have landed)"
+        over = f"once the composite at {_site(a.loc)} has returned (its tiles have landed)"
     else:
-        over = f"tl.wait the {_noun(a)} issued at {a.loc}"
-    late = f" (its wait at {a.wait_loc} comes after: move it up)" if a.wait_loc else ""
+        over = f"tl.wait the {_noun(a)} issued at {_site(a.loc)}"
+    late = f" (its wait at {_site(a.wait_loc)} comes after: move it up)" if a.wait_loc else ""
+    if a.pe == b.pe and a.loc == b.loc:
+        return b.loc, b.pe, f"{over} before that line runs again{late}"
     if a.pe == b.pe:
-        return b.loc, b.pe, f"{over} just before {b.loc}{late}"
+        loc, where = _spot(b.loc, a.loc)
+        return loc, b.pe, f"{over} {where}{late}"
     if send >= 0:
-        send_loc = index.loc(int(index.commands.loc[send]))
+        loc, where = _spot(index.loc(int(index.commands.loc[send])), a.loc)
         text = (
-            f"on PE {a.pe}, {over} before its send at {send_loc}, the latest message PE "
-            f"{b.pe} waits for (directly or through other PEs) before {b.loc}{late}"
+            f"on PE {a.pe}, {over} {where.replace('just before', 'before its send at', 1)}, "
+            f"the latest message PE {b.pe} waits for (directly or through other PEs) before "
+            f"{_site(b.loc)}{late}"
         )
-        return send_loc, a.pe, text
+        return loc, a.pe, text
+    loc, where = _spot(b.loc, None)
     text = (
         f"on PE {a.pe}, {over}, then tl.send PE {b.pe} a message (relayed by the PEs "
-        f"between); on PE {b.pe}, tl.wait its tl.recv_async just before {b.loc} (no message "
-        f"PE {a.pe} sent after the {_noun(a)} reaches PE {b.pe} before it)"
+        f"between); on PE {b.pe}, tl.wait its tl.recv_async {where} (no message PE {a.pe} "
+        f"sent after the {_noun(a)} reaches PE {b.pe} before it)"
     )
-    return b.loc, b.pe, text
+    return loc, b.pe, text

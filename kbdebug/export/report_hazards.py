@@ -4,6 +4,7 @@ the text and left as recorded in the JSON."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from emulator.trace.schema import SourceLoc
@@ -12,7 +13,13 @@ from kbdebug.safe_text import escape
 
 
 def _loc(loc: SourceLoc | None) -> str:
-    return "?" if loc is None else escape(f"{loc.file}:{loc.line}", 512)
+    """``file:line``, `` ← file:line`` of the kernel line that called the helper holding it."""
+    if loc is None:
+        return "?"
+    text = escape(f"{loc.file}:{loc.line}", 512)
+    if loc.caller is not None:
+        text += " ← " + escape(f"{os.path.basename(loc.caller.file)}:{loc.caller.line}", 512)
+    return text
 
 
 def _side(access: HazardAccess) -> str:
