@@ -112,3 +112,12 @@ def test_run_compare_with_opens_compare_after_recording(tmp_path, monkeypatch, c
     [(a, b)] = opened_with
     assert (str(a.path), str(b.path)) == (str(before), str(out))
     assert "next:" not in capsys.readouterr().out.split("trace:  ")[-1]
+
+
+def test_a_finding_of_both_kernels_is_still_there_not_fixed_and_new(flawed_and_fixed, tmp_path):
+    renamed = str(tmp_path / "renamed.kbt")
+    argv = ["run", f"{ONE_FILE}:launch_flawed_renamed", "--set", "n_tiles=4", "-q"]
+    assert main([*argv, "-o", renamed]) == 0
+    groups = Comparison(Replay.open(flawed_and_fixed[0]), Replay.open(renamed)).findings
+    assert (groups.fixed, groups.new) == ([], [])
+    assert [b.rule for _, b in groups.still] == ["KB102"]

@@ -17,7 +17,15 @@ from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.align import CallKey, CallMap, LineMap
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.results import Analysis
-from kbdebug.analysis.run_diff import HIGHER, NEUTRAL, Change, RunDiff, compare, kernel_warnings
+from kbdebug.analysis.run_diff import (
+    HIGHER,
+    NEUTRAL,
+    Change,
+    RunDiff,
+    compare,
+    id_in_b,
+    kernel_warnings,
+)
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
@@ -191,7 +199,7 @@ class Comparison:
     def findings(self) -> FindingGroups:
         """Fixed (A's, by saving), new (B's, by saving) and still there (by B's saving)."""
         diff = self.compute()
-        a_ids = {f.id: f for f in self.analysis["a"].findings}
+        a_ids = {id_in_b(f.id, self.lines): f for f in self.analysis["a"].findings}
         b_found = self.analysis["b"].findings
         still = [(a_ids[f.id], f) for f in _by_saving(b_found) if f.id in a_ids]
         return FindingGroups(_by_saving(diff.removed), _by_saving(diff.added), still)

@@ -40,6 +40,7 @@ __all__ = [
     "LineChange",
     "RunDiff",
     "compare",
+    "id_in_b",
     "kernel_warnings",
 ]
 
@@ -202,12 +203,7 @@ def compare(
             )
         )
     busy = _busy(a, b)
-    # A function paired with one of another name first (``FILE::FUNCTION``), then files.
-    renamed = {
-        f"{p.a_file}::{p.a_name}": f"{p.b_file}::{p.b_name}"
-        for p in getattr(lines, "functions", ())
-    }
-    renamed.update(lines.renamed if lines is not None else {})
+    renamed = _renames(lines)
     a_ids = {_in_b(f.id, renamed): f for f in a_findings}
     b_ids = {f.id: f for f in b_findings}
     added = [f for f in b_findings if f.id not in a_ids]
@@ -327,6 +323,23 @@ def _lines(a: Summary, b: Summary, lines: LineMap | None, better: str) -> list[L
         )
     )
     return out
+
+
+def id_in_b(ident: str, lines: LineMap | None) -> str:
+    """A's finding id ``ident`` as B names the same call (files and functions ``lines``
+    pairs under other names renamed): equal to a B finding's id when both runs have it."""
+    return _in_b(ident, _renames(lines))
+
+
+def _renames(lines: LineMap | None) -> dict[str, str]:
+    """What ids rename: a function paired with one of another name first
+    (``FILE::FUNCTION``), then files."""
+    renamed = {
+        f"{p.a_file}::{p.a_name}": f"{p.b_file}::{p.b_name}"
+        for p in getattr(lines, "functions", ())
+    }
+    renamed.update(lines.renamed if lines is not None else {})
+    return renamed
 
 
 def _in_b(ident: str, renamed: dict[str, str]) -> str:

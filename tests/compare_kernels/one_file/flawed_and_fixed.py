@@ -36,3 +36,15 @@ def launch_flawed(n_tiles=16):
 
 def launch_fixed(n_tiles=16):
     return _launch(kernel_fixed, n_tiles)
+
+
+def kernel_flawed_renamed(tl, k_ptr, n_tiles):
+    for j in range(n_tiles):
+        with tl.scope():
+            f = tl.load_async(k_ptr + j * 64 * 128 * 2, (64, 128), "f16")
+            k = tl.wait(f)
+            s = tl.exp(tl.dot(k, tl.trans(k)) * 0.01)
+
+
+def launch_flawed_renamed(n_tiles=16):
+    return _launch(kernel_flawed_renamed, n_tiles)
