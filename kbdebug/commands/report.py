@@ -73,11 +73,13 @@ __all__ = ["EXIT_GATE", "EXIT_INCOMPLETE", "add_parser", "open_trace", "run", "s
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "report",
-        help="summarise a trace: busy channels, critical-path bound, stalls, futures, findings",
+        help="summarise a trace: busy channels, critical-path bound, stalls, futures, hazards, "
+        "findings",
         description="Summarise a trace: end cycle and status, busy share of every channel "
         "and engine, each PE's time against its critical-path bound, stalls by source "
-        "line, the futures table and the serialisation findings, largest estimated "
-        "saving first.",
+        "line, the futures table, the hazards (pairs of accesses to the same HBM bytes "
+        "that no wait orders: results that depend on timing) and the serialisation "
+        "findings, largest estimated saving first.",
         epilog="exit status: 0 ok; 1 --fail-on matched a finding worth --min-saving; "
         "2 bad input (not a trace, bad selector); 3 --fail-on given and the run did not "
         "complete (error, deadlock, interrupted, truncated, no events)",
