@@ -26,8 +26,11 @@ DESCRIPTION = """\
 Run SCENARIO once at its nominal timing, then --runs N times more with the
 timing of every DMA transfer and IPCQ message perturbed from a seed (seeds
 S, S+1, ..., S+N-1; --seed S, default 1): each latency drawn within
-+/- --perturb-latency of its own, each freed DMA channel granted to one of its
---perturb-grant oldest waiting commands. An IPCQ link stays a FIFO.
++/- --perturb-latency of its own, each DMA command granted up to
+--perturb-delay HBM latencies late, each freed DMA channel granted to one of
+its --perturb-grant oldest waiting commands. An IPCQ link stays a FIFO. No one
+setting shows every race: try longer latencies (--perturb-latency 3) and
+longer or no delays (--perturb-delay 3, 0) too.
 
 Each run's output is checked against the numpy reference as `kbdebug run`
 checks it, and the runs whose result differs from the nominal run's are
