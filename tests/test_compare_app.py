@@ -116,6 +116,22 @@ async def test_a_stop_at_a_blocking_load_is_named_a_load_in_compare():
         assert "tl.wait" not in a_part
 
 
+async def test_n_over_a_helper_shows_the_calling_line_in_compare():
+    app = CompareApp(
+        Replay.open(TRACES / "flawed_prefetch.kbt"), Replay.open(TRACES / "decode_prefetch.kbt")
+    )
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press(*"nnnn")  # the start, q's load issued and waited, OnlineSoftmax(...)
+        a = app.replays["a"]
+        loc = a.index.loc(a.state.pes[0].loc)
+        assert loc.caller is not None  # a tl call inside the helper...
+        shown = app.query_one(CompareSource).current_line("a")
+        assert shown == (loc.caller.file, loc.caller.line)  # ...shown on the calling line
+        await pilot.press("s")
+        assert app.query_one(CompareSource).current_line("a")[1] != loc.caller.line
+
+
 async def test_flip_makes_the_keys_move_b_and_a_follow(app):
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)

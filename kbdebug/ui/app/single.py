@@ -82,9 +82,9 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
     selected_future = var(-1, init=False)
     """The future highlighted in the table and on the timeline; f/F follow it."""
 
-    kernel_view_at = var((-1, -1), init=False)
-    """(PE, position) where that PE's current stop is seen from its kernel (n, o or t
-    stepped over a helper call): the source shows the kernel's calling line there."""
+    kernel_view_at = var(("", -1, -1), init=False)
+    """("", PE, position) where that PE's current stop is seen from its kernel (n, o or
+    t stepped over a helper call): the source shows the kernel's calling line there."""
 
     def __init__(
         self,

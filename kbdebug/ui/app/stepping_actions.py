@@ -33,9 +33,10 @@ class SteppingActions:
     #: The focused run's stops of one PE, with the index they are of.
     _stops: tuple[TraceIndex, int, stepping.Stops] | None = None
 
-    #: (PE, position) where the PE's current stop is seen from its kernel (a mode that
-    #: shows it binds its source pane to it).
-    kernel_view_at: tuple[int, int] = (-1, -1)
+    #: (run, PE, position) where the PE's current stop in that run (named by its
+    #: run_prefix) is seen from its kernel: the source pane bound to it shows the
+    #: kernel's calling line there.
+    kernel_view_at: tuple[str, int, int] = ("", -1, -1)
 
     def stops(self, pe: int) -> stepping.Stops:
         """The focused run's stops on ``pe``, found at the first step (not on the way to
@@ -61,7 +62,8 @@ class SteppingActions:
         name = _NAMES[move] if direction > 0 else f"reverse-{_NAMES[move]}"
         pe, replay = self.focused_pe, self.replay
         stops = self.stops(pe)
-        from_kernel = self.kernel_view_at == (pe, replay.position)
+        run = self.run_prefix()
+        from_kernel = self.kernel_view_at == (run, pe, replay.position)
         if move is stepping.finish_stop and not stops.in_helper(replay.position, from_kernel):
             self._refuse(self.in_run(f"{name}: PE {pe} is in its kernel function, not in a helper"))
             return
@@ -71,7 +73,7 @@ class SteppingActions:
             self._refuse(self.in_run(f"{name}: PE {pe} has no {which} place to stop"))
             return
         self.move_to(place.event + 1, f"{name}: {stop_text(replay, stops, place)}")
-        self.kernel_view_at = (pe, place.event + 1) if place.from_kernel else (-1, -1)
+        self.kernel_view_at = (run, pe, place.event + 1) if place.from_kernel else ("", -1, -1)
 
 
 def stop_text(replay: Replay, stops: stepping.Stops, place: stepping.Place) -> str:

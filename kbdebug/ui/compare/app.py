@@ -78,6 +78,10 @@ class CompareApp(DebuggerApp):
     position_b = var(0, init=False)
     """Events applied in run B."""
 
+    kernel_view_at = var(("", -1, -1), init=False)
+    """("A: " or "B: ", PE, position) where that run's PE's current stop is seen from its
+    kernel (n, o or t stepped over a helper call): the source shows the calling line."""
+
     side = var("a", init=False)
     """The focused run ("a" or "b"): the keys move it, the other one follows."""
 
@@ -172,6 +176,7 @@ class CompareApp(DebuggerApp):
                 CompareApp.side,
                 CompareApp.focused_pe,
                 CompareApp.breakpoint_generation,
+                CompareApp.kernel_view_at,
             )
             futures = FuturePair(id="futures").data_bind(CompareApp.side)
             futures.border_title = "future under the cursor, A and B"
@@ -197,7 +202,7 @@ class CompareApp(DebuggerApp):
         self.position_a = self.replays["a"].position
         self.position_b = self.replays["b"].position
         self.status = (
-            "A above B, one time axis: n steps tl calls (the other run follows), "
+            "A above B, one time axis: n steps lines, s tl calls (the other run follows), "
             "x flips the focused run, a aligns, ? for help"
         )
         super()._opened()

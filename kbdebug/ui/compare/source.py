@@ -79,6 +79,10 @@ class CompareSource(RowView):
     breakpoint_generation = reactive(0)
     """Bumped by the app when breakpoints change."""
 
+    kernel_view_at = reactive(("", -1, -1))
+    """("A: " or "B: ", PE, position) where that run's PE's current tl call is seen from
+    its kernel (a helper call stepped over): its line is the kernel's calling line."""
+
     def __init__(self, a: Replay, b: Replay, lines: LineMap, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.replays = {"a": a, "b": b}
@@ -98,12 +102,16 @@ class CompareSource(RowView):
     # --- what is shown -------------------------------------------------------------------
 
     def current_line(self, run: str) -> tuple[str, int] | None:
-        """(file, line) of the focused PE's latest tl call in ``run``."""
+        """(file, line) of the focused PE's latest tl call in ``run`` (the kernel's calling
+        line where it is seen from the kernel)."""
         replay = self.replays[run]
         pes = replay.state.pes
         if not 0 <= self.focused_pe < len(pes):
             return None
         loc = replay.index.loc(pes[self.focused_pe].loc)
+        if loc is not None and loc.caller is not None:
+            if self.kernel_view_at == (f"{run.upper()}: ", self.focused_pe, replay.position):
+                loc = loc.caller
         return None if loc is None else (loc.file, loc.line)
 
     def _lines(self, run: str, file: str) -> list[Text]:
@@ -189,6 +197,7 @@ class CompareSource(RowView):
         self.refresh()
 
     watch_position_a = watch_position_b = watch_side = watch_focused_pe = _moved
+    watch_kernel_view_at = _moved
 
     def watch_breakpoint_generation(self) -> None:
         self.refresh()

@@ -69,9 +69,9 @@ class SourceView(RowView):
     breakpoint_generation = reactive(0)
     """Bumped by the app whenever breakpoints change, to redraw the marks."""
 
-    kernel_view_at = reactive((-1, -1), repaint=False)
-    """(PE, position) where the PE's current tl call is seen from its kernel (a helper
-    call stepped over): its line is the kernel's line that called the helper."""
+    kernel_view_at = reactive(("", -1, -1), repaint=False)
+    """("", PE, position) where the PE's current tl call is seen from its kernel (a
+    helper call stepped over): its line is the kernel's line that called the helper."""
 
     file = reactive("")
     """The source file shown (a key of the trace's embedded sources)."""
@@ -102,7 +102,7 @@ class SourceView(RowView):
             return None
         loc = self.replay.index.loc(pes[self.focused_pe].loc)
         if loc is not None and loc.caller is not None:
-            if self.kernel_view_at == (self.focused_pe, self.position):
+            if self.kernel_view_at == ("", self.focused_pe, self.position):
                 loc = loc.caller
         return None if loc is None else (loc.file, loc.line)
 
