@@ -15,6 +15,7 @@ from emulator.trace.schema import Kind
 from kbdebug.cli import main
 from kbdebug.export.perfetto import INSTALL_HINT, write_perfetto
 from kbdebug.replay import Replay
+from kbdebug.replay.values import Values
 
 pb = pytest.importorskip(
     "perfetto.protos.perfetto.trace.perfetto_trace_pb2", reason="needs the perfetto extra"
@@ -211,3 +212,24 @@ def test_a_truncated_trace_closes_every_slice_at_its_end_and_keeps_tracks_in_ord
         assert [t for t, _ in evs] == sorted(t for t, _ in evs)
         kinds = [k for _, k in evs]
         assert kinds.count(TE.TYPE_SLICE_BEGIN) == kinds.count(TE.TYPE_SLICE_END)
+
+
+def test_a_future_slice_names_the_tensor_slice_it_moves(prefetch):
+    replay, packets = prefetch
+    names, annotation, _ = interned(packets)
+    k = replay.index.commands
+    tensors = Values.of(replay).tensors
+    assert len(tensors)
+    seen = {}
+    for p in events(packets):
+        e = p.track_event
+        if e.type == TE.TYPE_SLICE_BEGIN and names[e.name_iid].endswith(" future"):
+            args = annotations(e)
+            seen[args[annotation["future"]]] = args.get(annotation["tensor"])
+    expected = {}
+    for fid in seen:
+        cmd = int(replay.index.futures.cmd[fid])
+        found = tensors.slice_of(int(k.addr[cmd]), int(k.nbytes[cmd]))
+        expected[fid] = None if found is None else str(found)
+    assert seen == expected
+    assert any(s is not None and "[" in s for s in seen.values())

@@ -16,7 +16,8 @@ The mapping (one packet sequence, interned names and source locations):
   transfer's slice to the wait that consumed it (the wait of ``Futures.wait_begin``).
 - Every slice carries its source location (``source_location_iid``) and
   ``source = FILE:LINE`` in its debug annotations, with its figures (future,
-  cmd, bytes, stalled_cycles, ...).
+  cmd, bytes, stalled_cycles, ...); a future's slice names the tensor slice it
+  moves (``tensor = K[128:192, :]``) when the trace names its tensors.
 
 Timestamps are the Chrome export's integer nanoseconds (cycle * 1000 / clock_mhz).
 Within each track, packets are written in time order, an enclosing slice's begin
@@ -44,6 +45,7 @@ from kbdebug.export.chrome_layout import (
     plan_lanes,
 )
 from kbdebug.replay.index import NONE
+from kbdebug.replay.values import Values
 
 if TYPE_CHECKING:
     from kbdebug.replay.replay import Replay
@@ -59,7 +61,7 @@ MAX_NAME = 200
 #: Debug annotation names, interned as iid = position + 1.
 ANNOTATIONS = (
     "future", "cmd", "bytes", "source", "stalled_cycles", "queued_cycles", "cycles",
-    "waited_at", "resolved_by", "unfinished", "pe", "status",
+    "waited_at", "resolved_by", "unfinished", "pe", "status", "tensor",
 )  # fmt: skip
 _ANNOTATION = {name: i + 1 for i, name in enumerate(ANNOTATIONS)}
 _RESOLVED_BY = ("wait", "complete", "never")
@@ -475,12 +477,26 @@ class _PerfettoExporter:
         cmd = fu["cmd"]
         cols = (fu["id"], cmd, fu["pe"], fu["slot"], fu["t0"], fu["t1"], fu["how"], k.op[cmd],
                 k.nbytes[cmd], k.loc[cmd], f.wait_loc[fu["id"]], f.stall[fu["id"]],
-                self.flows[fu["id"]])  # fmt: skip
+                self.flows[fu["id"]], k.addr[cmd])  # fmt: skip
+        tensors = Values.of(self.replay).tensors
         for lo in range(0, len(order), BATCH):
             rows = order[lo : lo + BATCH]
-            for fid, cmd_id, pe, slot, ns0, ns1, how, op, nbytes, loc, wait_loc, stall, flow in zip(
-                *(col[rows].tolist() for col in cols), strict=True
-            ):
+            for (
+                fid,
+                cmd_id,
+                pe,
+                slot,
+                ns0,
+                ns1,
+                how,
+                op,
+                nbytes,
+                loc,
+                wait_loc,
+                stall,
+                flow,
+                addr,
+            ) in zip(*(col[rows].tolist() for col in cols), strict=True):
                 track = self.future_uuid[(pe, slot)]
                 name = _bounded(f"{self.index.string(op)} future") if op >= 0 else "kernel"
                 e = self.event(ns0, track, pb.TYPE_SLICE_BEGIN, self.name_iid(name))
@@ -493,6 +509,12 @@ class _PerfettoExporter:
                 e.debug_annotations.add(
                     name_iid=_ANNOTATION["resolved_by"], string_value=_RESOLVED_BY[how]
                 )
+                # The tensor slice it moves (K[128:192, :]) when the trace names its tensors.
+                named = tensors.slice_of(addr, nbytes) if len(tensors) else None
+                if named is not None:
+                    e.debug_annotations.add(
+                        name_iid=_ANNOTATION["tensor"], string_value=_bounded(str(named))
+                    )
                 if flow:
                     e.flow_ids.append(fid + 1)
                 self.event(ns1, track, pb.TYPE_SLICE_END)
