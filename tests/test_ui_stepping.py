@@ -123,6 +123,7 @@ async def test_semicolon_and_comma_go_to_the_next_and_previous_search_match(path
         assert "no search yet" in header(app)
         await press(pilot, "slash", *"wait_begin", "enter")
         first = app.position
+        assert "; and , go to the next and previous" in header(app)
         await press(pilot, "semicolon")
         second = app.position
         assert second > first and "next match" in header(app)

@@ -335,7 +335,8 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         if found is None:
             self._refuse(f"no event matches {text!r}")
             return
-        self.move_to(found + 1, f"found {text!r} at event #{found}", focus_event=True)
+        found_text = f"found {text!r} at event #{found}: ; and , go to the next and previous"
+        self.move_to(found + 1, found_text, focus_event=True)
 
     def action_search_again(self, direction: int) -> None:
         text = self.last_search
