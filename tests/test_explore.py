@@ -119,6 +119,22 @@ def test_explore_json_lists_every_run_with_its_seed_and_command(in_tmp, capsys):
     assert doc["first"]["store"]["line"] == "tests/kernels_store_load_race.py:31"
 
 
+def test_the_first_differing_run_names_the_tile_whose_bytes_differ(in_tmp, capsys):
+    # Seed 6 reads the old bytes on the second tile only: its output's second tile differs.
+    status, out, _ = explore(capsys, RACE, "--runs", "1", "--seed", "6", "--json")
+    doc = json.loads(out)
+    assert doc["runs"][0]["message"] == "tiles [1] of the output differ from x * 2 + 1"
+    store = doc["first"]["store"]
+    assert (store["line"], store["ordinal"], store["of"], store["bytes"]) == (
+        "tests/kernels_store_load_race.py:31",
+        2,
+        2,
+        512,
+    )
+    differing = doc["first"]["differing_bytes"]
+    assert store["addr"] <= differing["lo"] < differing["hi"] <= store["addr"] + 512
+
+
 def test_open_keeps_the_first_failing_trace_under_a_new_name_each_time(in_tmp, capsys, monkeypatch):
     opened = []
     monkeypatch.setattr(KbdebugApp, "run", lambda self, *a, **k: opened.append(self))

@@ -66,10 +66,11 @@ def first_failure(nominal: PointTask, failing: PointTask, keep: Path | None) -> 
 
 
 def _with_store(found: FirstFailure, path: Path, addr: int) -> FirstFailure:
-    """``found`` with the last store of the trace at ``path`` that wrote byte ``addr``."""
+    """``found`` with the last store of the trace at ``path`` that wrote byte ``addr``, and
+    which of its line's stores it was (in a loop: its tile)."""
     trace = read_trace(str(path))
-    stores: dict[str, list[tuple[int, int]]] = {}
-    last: tuple[str, int, int] | None = None
+    per_line: dict[str, int] = {}
+    last: tuple[str, int, int, int] | None = None
     for i, record in enumerate(trace.events):
         if record[0] != Kind.ISSUE:
             continue
@@ -77,20 +78,18 @@ def _with_store(found: FirstFailure, path: Path, addr: int) -> FirstFailure:
         if op not in STORE_OPS:
             continue
         line = str(loc) if loc is not None else op
-        stores.setdefault(line, []).append((start, nbytes))
+        per_line[line] = per_line.get(line, 0) + 1
         if start <= addr < start + nbytes:
-            last = (line, start, nbytes)
+            last = (line, start, nbytes, per_line[line])
     if last is None:
         return found
-    line, start, nbytes = last
-    at_line = stores[line]
-    nth = max(i for i, s in enumerate(at_line) if s == (start, nbytes)) + 1
+    line, start, nbytes, nth = last
     return replace(
         found,
         store_line=line,
         store_addr=start,
         store_bytes=nbytes,
-        store_ordinal=(nth, len(at_line)),
+        store_ordinal=(nth, per_line[line]),
     )
 
 
