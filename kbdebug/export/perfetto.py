@@ -117,10 +117,12 @@ def is_perfetto_export(path: Path) -> bool:
     size, at = _varint(head, 1)
     if size is None or at + size > len(head):
         return False
+    from google.protobuf.message import DecodeError  # protobuf comes with perfetto
+
     packet = pb.TracePacket()
     try:
         packet.ParseFromString(head[at : at + size])
-    except Exception:  # noqa: BLE001 - protobuf's DecodeError: any bytes may be here
+    except DecodeError:
         return False
     return packet.track_descriptor.name == MARKER
 
@@ -216,7 +218,6 @@ class _PerfettoExporter:
     def _layout(self) -> None:
         """The uuid of every track: per PE its process, kernel and scratch; per channel one."""
         n_pes = self.index.n_pes
-        self.pes = sorted({lane.pe for lane in self.plan.lanes})
         self.pe_uuid = np.zeros(n_pes, dtype=np.int64)
         self.kernel_uuid = np.zeros(n_pes, dtype=np.int64)
         self.scratch_uuid = np.zeros(n_pes, dtype=np.int64)
