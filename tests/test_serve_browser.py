@@ -32,7 +32,8 @@ SCREENSHOT = Path(tempfile.gettempdir()) / "kbdebug-serve-browser.png"
 HEADER_EVENT = re.compile(r"event (\S+) of [\d,]+")
 #: Control sequences of the app's output (CSI, OSC, and two-byte escapes).
 ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-DEADLINE = 12.0
+#: A ceiling for the whole browser test (it takes some 8 s), for a machine under load.
+DEADLINE = 20.0
 
 
 def free_port() -> int:
@@ -194,3 +195,15 @@ def test_serve_without_the_extra_says_what_to_install(capsys, monkeypatch):
     assert main(["serve", str(bundled_trace())]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'kbdebug[serve]'" in err[0]
+
+
+def test_serve_refuses_a_port_already_taken_in_one_line(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", str(bundled_trace()), "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    assert "serving" not in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"cannot listen on localhost:{port}" in lines[0]

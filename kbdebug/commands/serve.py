@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -63,6 +64,22 @@ def _port(text: str) -> int:
     return port
 
 
+def _check_port(host: str, port: int, shown: str) -> None:
+    """Refuse a host that does not resolve or a port already taken, before saying "serving"."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise UserError(f"--host {shown}: cannot resolve it: {e.strerror or e}") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            # As aiohttp binds: an address in TIME_WAIT is free to take again.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as e:
+                raise UserError(f"cannot listen on {shown}:{port}: {e.strerror or e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         from textual_serve.server import Server
@@ -80,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     title = "kbdebug " + re.sub(r"[^\w.\-]", "_", path.name)[:80]
     server = Server(command, host=host, port=args.port, title=title)
     shown = f"[{host}]" if ":" in host else host
+    _check_port(host, args.port, shown)
     print(f"serving {path} at http://{shown}:{args.port} (open it in a browser; Ctrl+C stops)")
     if host not in LOCAL_HOSTS:
         print(f"note: listening on {host}: anyone who can reach this port can open the app")
