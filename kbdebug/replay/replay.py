@@ -16,6 +16,7 @@ from emulator.trace.schema import FIELDS, Kind, SourceLoc
 from kbdebug.replay import cache as index_cache
 from kbdebug.replay.index import COLUMN_OF_FIELD, NONE, IndexBuilder, TraceIndex
 from kbdebug.replay.state import PHASES, State, apply_events, future_phases, state_at
+from kbdebug.replay.values import Values
 
 if TYPE_CHECKING:
     from kbdebug.replay.breakpoints import Breakpoint
@@ -289,7 +290,9 @@ class Replay:
             if values["future"] >= 0:
                 parts.append(f"future {values['future']}")
             if values["addr"] >= 0:
-                parts.append(f"addr {values['addr']:#x}")
+                # The slice of a named tensor it moves (format 1.5), else its address.
+                found = Values.of(self).tensors.slice_of(values["addr"], values["nbytes"])
+                parts.append(str(found) if found is not None else f"addr {values['addr']:#x}")
             shape = "x".join(str(d) for d in values["shape"])
             parts.append(f"{shape} {values['dtype']} ({values['nbytes']} B)")
         elif kind == Kind.HOST_READ:
