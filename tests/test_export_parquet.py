@@ -155,3 +155,17 @@ def test_the_docs_longest_stalls_by_line_query_is_the_reports_stall_by_line(bloc
     assert {(r["wait_file"], r["wait_line"]): r["stall_sum"] for r in by_line} == dict(
         report.most_common(10)
     )
+
+
+def test_a_file_for_dir_or_both_outputs_are_one_line(blocking, capsys):
+    _, _, root = blocking
+    trace = str(root / "b.kbt")
+    (root / "plain").write_text("a file")
+    assert main(["export", trace, "--parquet", str(root / "plain")]) == 2
+    assert main(["export", trace, "--parquet", str(root / "t2"), "-o", "x.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2
+    assert "plain: exists and is not a directory" in err[0]
+    assert "not both" in err[1]
+    assert (root / "plain").read_text() == "a file"
+    assert not (root / "t2").exists()

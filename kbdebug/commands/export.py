@@ -50,7 +50,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "export",
         help="write a trace as Chrome/Perfetto trace JSON",
         description=DESCRIPTION,
-        epilog="example:\n  kbdebug export decode.kbt -o decode.json",
+        epilog="examples:\n  kbdebug export decode.kbt -o decode.json\n"
+        "  kbdebug export decode.kbt -o decode.pftrace\n"
+        "  kbdebug export decode.kbt --parquet decode-tables/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("trace", metavar="TRACE", help="a .kbt trace file")
@@ -67,7 +69,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="write Parquet tables (events, futures, findings, pes, locations) into DIR",
     )
     p.add_argument(
-        "--force", action="store_true", help="replace OUT even if kbdebug export did not write it"
+        "--force",
+        action="store_true",
+        help="replace OUT even if kbdebug export did not write it (or the tables in DIR)",
     )
 
 
