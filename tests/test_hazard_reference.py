@@ -12,7 +12,7 @@ import pytest
 
 from emulator import HardwareConfig, Memory, run_kernel
 from emulator.trace.schema import Kind
-from kbdebug.analysis.hazard_order import accesses_of, unordered_pairs
+from kbdebug.analysis.hazard_order import Accesses, accesses_of, meets_stores, unordered_pairs
 from kbdebug.replay import Replay
 
 PES, REGION = 3, 256
@@ -122,3 +122,17 @@ def test_the_check_finds_exactly_the_unordered_pairs(tmp_path, seed):
     }
     assert len(pairs) == len(found.first)  # each pair once
     assert pairs == naive_unordered(replay)
+
+
+def test_which_accesses_meet_a_store_is_what_every_pair_says():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(1, 12))
+        lo = rng.integers(0, 40, n).astype(np.int64)
+        hi = lo + rng.integers(1, 12, n)
+        write = rng.random(n) < 0.4
+        none = np.zeros(n, dtype=np.int64)
+        acc = Accesses(none, none, write, lo, hi, none, none, none, none - 1)
+        meets = [[write[j] and lo[j] < hi[i] and lo[i] < hi[j] for j in range(n)] for i in range(n)]
+        want = [any(row) for row in meets]
+        assert list(meets_stores(acc)) == want, (lo, hi, write)

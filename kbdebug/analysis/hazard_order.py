@@ -141,17 +141,39 @@ def _enclosing_composite(index, composite_op, cmd, pe, issue, candidates) -> np.
 def _incidences(acc: Accesses) -> tuple[np.ndarray, np.ndarray]:
     """(segment, access row) of every access over every elementary segment it covers
     (the address space cut at every access's ends), only for segments that a store and
-    at least one other access cover: where a hazard can be. Sorted by segment."""
-    bounds = np.unique(np.concatenate([acc.lo, acc.hi]))
-    first = np.searchsorted(bounds, acc.lo)
-    count = np.searchsorted(bounds, acc.hi) - first
-    rows = np.repeat(np.arange(len(acc)), count)
-    seg = first[rows] + _ramps(count)
+    at least one other access cover: where a hazard can be. Sorted by segment.
+
+    Only the accesses that meet some store's bytes are cut (the loads of read-only data,
+    most of a trace's, never are)."""
+    near = np.flatnonzero(meets_stores(acc))
+    bounds = np.unique(np.concatenate([acc.lo[near], acc.hi[near]]))
+    first = np.searchsorted(bounds, acc.lo[near])
+    count = np.searchsorted(bounds, acc.hi[near]) - first
+    rows = np.repeat(near, count)
+    first = np.repeat(first, count)
+    seg = first + _ramps(count)
     n_seg = len(bounds)
     stores = np.bincount(seg, weights=acc.write[rows], minlength=n_seg)
     touches = np.bincount(seg, minlength=n_seg)
     keep = (stores[seg] > 0) & (touches[seg] > 1)
     return seg[keep], rows[keep]
+
+
+def meets_stores(acc: Accesses) -> np.ndarray:
+    """Per access, whether its bytes overlap those of some store (its own, for a store)."""
+    stores = np.flatnonzero(acc.write)
+    if not len(stores):
+        return np.zeros(len(acc), dtype=bool)
+    # The stores' bytes as disjoint sorted spans: the running end of the stores sorted by
+    # start; a span closes where the next store starts past it.
+    order = stores[np.argsort(acc.lo[stores], kind="stable")]
+    lo, end = acc.lo[order], np.maximum.accumulate(acc.hi[order])
+    opens = np.r_[True, lo[1:] >= end[:-1]]
+    span_lo = lo[opens]
+    span_hi = end[np.r_[np.flatnonzero(opens)[1:] - 1, len(lo) - 1]]
+    # The last span starting before an access's end meets it if it ends after its start.
+    at = np.searchsorted(span_lo, acc.hi, side="left") - 1
+    return (at >= 0) & (span_hi[np.maximum(at, 0)] > acc.lo)
 
 
 def unordered_pairs(index: TraceIndex, acc: Accesses) -> Unordered:
