@@ -36,7 +36,7 @@ ITEMSIZES = {"f16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _F16 = np.dtype(np.float16)
-_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
+_MIN, _MAX, _SUM = np.minimum.reduce, np.maximum.reduce, np.add.reduce
 
 
 @functools.cache
@@ -108,21 +108,24 @@ def digest_problem(record: Any) -> str | None:
 def digest_of(future: int, array: np.ndarray, f32: np.ndarray | None = None) -> Digest:
     """The digest of ``array`` (any dtype the emulator has), for ``future``; ``f32``, if
     given, is the f32 values of an f16 ``array`` (computed once for a digest and a dot)."""
-    data = np.ascontiguousarray(array).reshape(-1)  # flat: numpy's 1-d loops are faster
+    # Digests are taken at every wait: few numpy calls, no copies of contiguous data
+    # (reductions over all axes of a C-ordered array run as one flat loop).
+    data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     crc = zlib.crc32(data)
     if data.size == 0:
         return Digest(future, math.nan, math.nan, math.nan, 0, 0, crc)
     if f32 is not None:
-        values = f32.reshape(-1)
+        values = f32
     elif data.dtype == _F16:
-        values = _f16_to_f32().take(data.view(np.uint16), mode="clip")
+        values = _f16_to_f32().take(data.view(np.uint16).reshape(-1), mode="clip")
     else:
         values = data
-    lo, hi = _MIN(values), _MAX(values)
+    lo, hi = _MIN(values, None), _MAX(values, None)
     # Pairwise summation in the values' own dtype (f32 for f16 and f32 data; int64 for
-    # ints): exact enough for a mean, half the time of summing in f64, and the same on
-    # every machine (a BLAS dot would be faster, but its rounding depends on the BLAS).
-    total = values.sum()
+    # ints, which sum() widens to): exact enough for a mean, half the time of summing
+    # in f64, and the same on every machine (a BLAS dot would be faster, but its
+    # rounding depends on the BLAS).
+    total = _SUM(values, None) if values.dtype.kind == "f" else values.sum()
     nan = inf = 0
     if values.dtype.kind == "f" and not (math.isfinite(lo) and math.isfinite(hi)):
         # NaN propagates through min and max: only now are the counts worth a pass each.
