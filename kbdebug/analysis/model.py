@@ -127,8 +127,9 @@ class Program:
     complete: bool
     #: Per step: kind, command id (the waited command for WAIT, the host-read one for
     #: BARRIER), event index, cycles (transfer or compute hold; an opaque step's recorded
-    #: length), the recorded cycle. Flat arrays, not lists: 1 or 8 bytes a step instead
-    #: of 8 plus an int object of 32 for most values.
+    #: length), the recorded cycle. Flat arrays, not lists: 1 to 8 bytes a step instead
+    #: of 8 plus an int object of 32 for most values (``event`` and ``at`` are 4-byte
+    #: items when every value fits: read them from Python, not as int64 buffers).
     kind: array[int] = field(default_factory=lambda: array("b"))
     cmd: array[int] = field(default_factory=lambda: array("q"))
     event: array[int] = field(default_factory=lambda: array("q"))
@@ -140,7 +141,8 @@ class Program:
     match: dict[int, int] = field(default_factory=dict)
     #: Per send command: the link it uses.
     link: dict[int, int] = field(default_factory=dict)
-    #: Per load, store or send command of this PE: its transfer cycles.
+    #: Per load or store command of this PE: its transfer cycles (a send's or a
+    #: receive's is its step's ``cycles``: a ring's messages outnumber its loads).
     transfer: dict[int, int] = field(default_factory=dict)
     #: Per step: the commands whose data it needs (CSR: need[need_at[s]:need_at[s + 1]]).
     need_at: array[int] = field(default_factory=lambda: array("q"))
@@ -236,8 +238,6 @@ class Model:
 
     index: TraceIndex
     programs: dict[int, Program]
-    #: Per command: the step of its issue in its PE's program.
-    step_of_issue: dict[int, int]
     #: Per send command: the PE that sent it.
     sender: dict[int, int] = field(default_factory=dict)
     #: Whether the run completed (footer ok, every PE that started ended, not cut).
@@ -324,6 +324,20 @@ class Model:
         return out
 
     @cached_property
+    def step_of_issue(self) -> dict[int, int]:
+        """Per load, store, send or receive command: the step of its issue in its PE's
+        program (made when asked: the model itself never needs it)."""
+        out: dict[int, int] = {}
+        for prog in self.programs.values():
+            if not len(prog):
+                continue
+            kinds = np.frombuffer(prog.kind, dtype=np.int8)
+            steps = np.flatnonzero(np.isin(kinds, (LOAD, STORE, SEND, RECV)))
+            cmds = np.frombuffer(prog.cmd, dtype=np.int64)[steps]
+            out.update(zip(cmds.tolist(), steps.tolist(), strict=True))
+        return out
+
+    @cached_property
     def sends_of(self) -> dict[int, list[int]]:
         """Per PE that sends, its send commands (in issue order)."""
         out: dict[int, list[int]] = {}
@@ -390,7 +404,6 @@ def build_model(index: TraceIndex) -> Model:
     from kbdebug.analysis.dependencies import dependencies, send_producers
 
     programs: dict[int, Program] = {}
-    step_of_issue: dict[int, int] = {}
     sender: dict[int, int] = {}
     for pe in range(index.n_pes):
         if starts[pe] < 0:
@@ -469,12 +482,10 @@ def build_model(index: TraceIndex) -> Model:
             end_at = np.where(finished, t_complete[cmd[opaque]], prog.end)
             cycles[opaque] = np.maximum(end_at - at[opaque], 0)
         prog.kind.frombytes(memoryview(step.astype(np.int8)).cast("B"))
-        prog.cmd, prog.event = _ints(step_cmd), _ints(events)
-        prog.cycles, prog.at = _ints(cycles), _ints(at)
-        transfers = np.flatnonzero(np.isin(step, (LOAD, STORE, SEND, RECV)))
-        issue_cmds = cmd[transfers].tolist()
-        prog.transfer = dict(zip(issue_cmds, cycles[transfers].tolist(), strict=True))
-        step_of_issue.update(zip(issue_cmds, transfers.tolist(), strict=True))
+        prog.cmd, prog.event = _ints(step_cmd), _small_ints(events)
+        prog.cycles, prog.at = _ints(cycles), _small_ints(at)
+        moves = np.flatnonzero((step == LOAD) | (step == STORE))
+        prog.transfer = dict(zip(cmd[moves].tolist(), cycles[moves].tolist(), strict=True))
         sends = cmd[send].tolist()
         sender.update((s, pe) for s in sends)
         prog.link = dict(zip(sends, cmds.channel[sends].astype(np.int64).tolist(), strict=True))
@@ -501,7 +512,7 @@ def build_model(index: TraceIndex) -> Model:
         prog.scratch_peak = int(c.val[mine_alloc].max()) if len(mine_alloc) else 0
         programs[pe] = prog
     complete = run_ok and all(p.complete for p in programs.values())
-    model = Model(index, programs, step_of_issue, sender, complete)
+    model = Model(index, programs, sender, complete)
     from kbdebug.analysis.hbm_share import share_transfers, shared_hbm
 
     model.shared = shared_hbm(index)
@@ -540,6 +551,15 @@ def _ints(column: np.ndarray) -> array[int]:
     out = array("q")
     # From the array's own buffer: tobytes() would make a third copy on the way.
     out.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int64)).cast("B"))
+    return out
+
+
+def _small_ints(column: np.ndarray) -> array[int]:
+    """``column`` as a flat array of 4-byte items when every value fits, else as _ints."""
+    if len(column) and not (-(2**31) <= column.min() and column.max() < 2**31):
+        return _ints(column)
+    out = array("i")
+    out.frombytes(memoryview(np.ascontiguousarray(column, dtype=np.int32)).cast("B"))
     return out
 
 
