@@ -144,13 +144,25 @@ class StatusHeader(Widget):
         def line_parts() -> list[tuple[str, object]]:
             return [piece for key, forms in parts.items() for piece in forms[chosen[key]]]
 
-        # The breakpoints come last and may be cut short (the source marks them too):
-        # they hold on to a dozen columns, not to the whole of their text.
-        for key in steps:
+        def fits() -> bool:
+            # The breakpoints come last and may be cut short (the source marks them
+            # too): they hold on to BREAKS_KEPT columns, not to the whole of their text.
             breaks = sum(len(t) for t, _ in parts["breaks"][chosen["breaks"]])
-            if sum(len(t) for t, _ in line_parts()) - breaks + min(breaks, BREAKS_KEPT) <= width:
+            return sum(len(t) for t, _ in line_parts()) - breaks + min(breaks, BREAKS_KEPT) <= width
+
+        shortened = []
+        for key in steps:
+            if fits():
                 break
-            chosen[key] = min(chosen[key] + 1, len(parts[key]) - 1)
+            if chosen[key] < len(parts[key]) - 1:
+                chosen[key] += 1
+                shortened.append(key)
+        # The last shortening may leave room (the file's name is long): the ones before
+        # it get their longer forms back, the latest first, where they fit.
+        for key in reversed(shortened[:-1]):
+            chosen[key] -= 1
+            if not fits():
+                chosen[key] += 1
         line = Text(no_wrap=True, overflow="ellipsis")
         for text, style in line_parts():
             line.append(text, style)
