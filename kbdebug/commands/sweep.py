@@ -159,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
                 swept=tuple(swept),
             )
         )
-    backend = _backend(args.cluster, jobs)
+    from kbdebug.sweep.backends import backend_for  # the pools load only when a sweep runs
+
+    backend = backend_for(args.cluster, jobs)
     results = Results(launcher.name, axes, grid, settings=settings)
     progress = Progress(len(tasks), enabled=not args.quiet and sys.stderr.isatty())
 
@@ -230,16 +232,6 @@ def _trace_paths(directory: Path, name: str, grid: list[Point], force: bool) -> 
                 "--traces DIR"
             )
     return paths
-
-
-def _backend(cluster: str | None, jobs: int):
-    if cluster is None:
-        from kbdebug.sweep.local import LocalBackend
-
-        return LocalBackend(jobs)
-    from kbdebug.sweep.cluster import RayBackend
-
-    return RayBackend(cluster, jobs)
 
 
 def _plot(results: Results, x_key: str, metric: str, width: int, color: bool) -> str:
