@@ -133,7 +133,11 @@ class Values:
             # Assigned once whole: a thread reading them leaves None until then.
             digests = {}
             if self.has_digests and self.replay.path is not None:
-                digests = read_trace_tables(self.replay.path, _ignore).digests
+                trace = read_trace_tables(self.replay.path, _ignore)
+                index = self.replay.index
+                # A file rewritten since it was opened (a re-run) is another run's.
+                if trace.header == index.header and _ending(trace.footer) == _ending(index.footer):
+                    digests = trace.digests
             self._digests = digests
         return digests
 
@@ -255,6 +259,13 @@ class Values:
             cmds, ends = cmds[waited], ends[waited]
             return cmds[np.argsort(ends, kind="stable")].tolist()
         return cmds[np.argsort(k.issue[cmds], kind="stable")].tolist()
+
+
+def _ending(footer: dict | None) -> tuple | None:
+    """What tells two runs' footers apart: their status, event count and end."""
+    if footer is None:
+        return None
+    return footer.get("status"), footer.get("events"), footer.get("end_time")
 
 
 def _ignore(_tables: object) -> None:
