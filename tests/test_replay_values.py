@@ -82,3 +82,15 @@ def test_kernel_parameter_names_name_unnamed_tensors(tmp_path):
     assert [t.name for t in values.tensors.tensors] == ["src", "dst", "in0"]
     assert values.where(other, 12) == "in0[:]"
     assert [s.where for s in values.stores()] == ["dst[:, :]"]
+
+
+def test_digests_of_a_file_rewritten_since_it_was_opened_are_not_taken(tmp_path):
+    from emulator.scenarios import decode_prefetch
+
+    path = tmp_path / "d.kbt"
+    decode_prefetch(n_tiles=2).run(trace=path)
+    replay = Replay.open(path, cache=False)
+    decode_prefetch(n_tiles=3).run(trace=path)  # a re-run over it
+    values = Values.of(replay)
+    assert values.has_digests and values.digests == {}
+    assert values.waited()[1].where == "K[0:64, :]"  # the places are the open run's own
