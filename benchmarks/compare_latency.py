@@ -108,11 +108,13 @@ async def drive(app, keys: int, seed: int, compare: bool) -> None:
         for _ in range(keys):
             await press("C")
         for _ in range(keys):
-            await press("s")
+            await press("e")  # one raw event
         for _ in range(keys):
-            await press("S")
+            await press("E")
         for _ in range(keys // 2):
-            await press("n", "N")
+            await press("n", "N")  # gdb's next (a helper call one step), and back
+        for _ in range(keys // 2):
+            await press("s", "S")  # the next tl call, into helpers, and back
         for _ in range(keys // 4):
             await press("plus", "greater_than_sign", "less_than_sign", "minus")
         if compare:

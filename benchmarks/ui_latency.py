@@ -101,11 +101,13 @@ async def drive(app: TimedApp, keys: int, seed: int) -> None:
         for _ in range(keys):
             await press("C")
         for _ in range(keys):
-            await press("s")
+            await press("e")  # one raw event
         for _ in range(keys):
-            await press("S")
+            await press("E")
         for _ in range(keys // 2):
-            await press("n", "N")
+            await press("n", "N")  # gdb's next (a helper call one step), and back
+        for _ in range(keys // 2):
+            await press("s", "S")  # the next tl call, into helpers, and back
         for _ in range(keys // 4):
             await press("f", "F")
         for _ in range(keys):
