@@ -58,8 +58,9 @@ def future_title(values: Values, future: int) -> str:
     return f"future {future}: {op}{place} {shape} {dtype} on PE {int(k.pe[cmd])}{at}"
 
 
-def kept_lines(values: Values, future: int) -> list[str]:
-    """The kept tensor's first rows and columns, numpy-style, or one line saying why not."""
+def kept_lines(values: Values, future: int, width: int = 120) -> list[str]:
+    """The kept tensor's first rows and columns, numpy-style (lines of at most ``width``
+    where numpy can break them), or one line saying why not."""
     try:
         array = values.array(future)
     except ValuesFileError as e:
@@ -78,12 +79,16 @@ def kept_lines(values: Values, future: int) -> list[str]:
         shown = shown[..., :SHOWN_COLUMNS]
         cut.append(f"columns 0..{SHOWN_COLUMNS - 1} of {array.shape[-1]}")
     text = np.array2string(
-        shown, precision=4, suppress_small=True, max_line_width=120, threshold=2000
+        shown, precision=4, suppress_small=True, max_line_width=max(width, 40), threshold=2000
     )
     lines = [f"values ({', '.join(cut)}):" if cut else "values:"]
     return lines + text.splitlines()
 
 
-def value_lines(values: Values, future: int) -> list[str]:
-    """Everything ``p`` prints for ``future``."""
-    return [future_title(values, future), digest_line(values, future), *kept_lines(values, future)]
+def value_lines(values: Values, future: int, width: int = 120) -> list[str]:
+    """Everything ``p`` prints for ``future``, the values in lines of ``width`` at most."""
+    return [
+        future_title(values, future),
+        digest_line(values, future),
+        *kept_lines(values, future, width),
+    ]

@@ -20,7 +20,8 @@ class ValueActions:
             )
             return
         try:
-            lines = value_lines(Values.of(self.replay), future)
+            # The modal's border and padding take 4 columns of the screen.
+            lines = value_lines(Values.of(self.replay), future, self.size.width - 4)
         except (OSError, TraceFormatError, ValuesFileError) as e:
             self._refuse(self.in_run(f"cannot read the values: {e}"))
             return

@@ -41,10 +41,12 @@ class ValueScreen(ModalScreen[None]):
         self.lines = lines
 
     def compose(self) -> ComposeResult:
-        text = Text("\n".join(self.lines), no_wrap=True)
+        text = Text("\n".join(self.lines), no_wrap=True, overflow="ellipsis")
         text.append("\n\nEsc, q or p closes this.", style="dim")
         with VerticalScroll() as scroll:
             scroll.border_title = self.title_text
+            # As wide as its longest line (border and padding: 4 more), the screen at most.
+            scroll.styles.width = max(len(line) for line in [*self.lines, " " * 36]) + 4
             yield Static(text, markup=False)
 
     def action_close(self) -> None:
