@@ -104,3 +104,13 @@ def test_p_says_when_the_limit_left_a_tensor_out(recorded, tmp_path):
     lines = value_lines(values, 1)
     assert np.isfinite(values.digest(1).mean)
     assert lines[2].startswith("values not kept")
+
+
+async def test_picking_a_future_names_its_slice_on_the_status_line(recorded):
+    _, plain = recorded
+    app = KbdebugApp(replay=Replay.open(plain))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        app.query_one(FuturesTable).focus()
+        await pilot.press("down", "down")
+        assert app.status.startswith("future 2 (load_async V[0:64, :] on PE 0 at pipeline.py:")

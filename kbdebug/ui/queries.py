@@ -15,6 +15,7 @@ import numpy as np
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.analysis.findings import Finding
 from kbdebug.replay import Hit, Replay, SourceLine, StalledWait
+from kbdebug.replay.values import Values
 
 NONE = -1
 
@@ -278,7 +279,10 @@ def future_text(replay: Replay, future: int) -> str:
     if cmd >= 0:
         loc = index.loc(int(k.loc[cmd])) if cmd < len(k.loc) else None
         where = f" at {short_loc(loc)}" if loc is not None else ""
-        what = f" ({index.string(int(k.op[cmd]))} on PE {int(k.pe[cmd])}{where})"
+        # The slice of a named tensor it moves (format 1.5): K[64:128, :].
+        found = Values.of(replay).slice_of_future(future)
+        moved = f" {found}" if found is not None else ""  # the header escapes the line
+        what = f" ({index.string(int(k.op[cmd]))}{moved} on PE {int(k.pe[cmd])}{where})"
     return f"future {future}{what}: f/F walk its lifecycle, z zooms the timeline to it"
 
 
