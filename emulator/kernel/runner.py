@@ -40,6 +40,8 @@ from emulator.trace.schema import Kind, SourceLoc
 #: Set to 0 to record no digests and no named tensors: the trace is then what a format
 #: 1.4 writer wrote (the baseline of benchmarks/emulator_speed.py, the bundled traces).
 DIGESTS_ENV = "KBDEBUG_DIGESTS"
+#: Named tensors a trace's header lists at most.
+MAX_TENSORS = 4096
 _F16 = np.dtype(np.float16)
 
 
@@ -336,7 +338,9 @@ def named_tensors(memory: Memory, kernel, args: tuple) -> list[TensorDef]:
     taken = {t.name for t in memory.tensors if t.name is not None}
     unnamed = itertools.count()
     tensors = []
-    for region in memory.tensors:
+    # The header's arrays hold MAX_TENSORS at most (wire.MAX_ARRAY_LEN): past that, the
+    # places of the rest are shown by address.
+    for region in memory.tensors[:MAX_TENSORS]:
         name = region.name
         if name is None:
             name = by_addr.get(region.addr)
