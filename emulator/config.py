@@ -148,8 +148,9 @@ class HardwareConfig:
     perturb_grant_window: int = _field(
         2,
         "commands",
-        "with perturb_seed: a freed DMA channel goes to one of this many oldest waiting "
-        "commands, drawn at random (1: oldest first, as without perturbation)",
+        "with perturb_seed: a DMA read channel grants one of this many oldest waiting "
+        "commands, drawn at random when it grants (1: oldest first, as without "
+        "perturbation; a write channel keeps its stores in order)",
         1,
         MAX_GRANT_WINDOW,
     )

@@ -81,7 +81,7 @@ def test_explore_of_the_fenced_twin_finds_no_run_that_differs(in_tmp, capsys):
     assert status == 0
     assert "none of 8 differs from the nominal" in out
     assert out.splitlines()[0].endswith(
-        "DMA grants delayed up to 1.5x the HBM latency, among the 3 oldest waiting"
+        "DMA grants delayed up to 1.5x the HBM latency, read grants among the 3 oldest waiting"
     )
     assert "first differing run" not in out
 
@@ -138,16 +138,21 @@ def test_the_first_differing_run_names_the_tile_whose_bytes_differ(in_tmp, capsy
 def test_open_keeps_the_first_failing_trace_under_a_new_name_each_time(in_tmp, capsys, monkeypatch):
     opened = []
     monkeypatch.setattr(KbdebugApp, "run", lambda self, *a, **k: opened.append(self))
-    for expected in ("kernels_store_load_race.launch_race.perturb-1.kbt", "-2.kbt"):
-        status, out, _ = explore(capsys, RACE, "--runs", "2", "--open")
+    stem = "kernels_store_load_race.launch_race.perturb-"
+    kept_names = []
+    for _ in range(2):
+        status, out, _ = explore(capsys, RACE, "--runs", "4", "--open")
         assert status == 1
+        seed = int(out.split("first differing run, seed ")[1].split(":")[0])
         trace_line = next(line for line in out.splitlines() if line.startswith("  trace: "))
         kept = trace_line.removeprefix("  trace: ")
-        assert kept.endswith(expected) and (in_tmp / kept).is_file()
-        assert read_trace(str(in_tmp / kept)).header["config"]["perturb_seed"] == 1
+        kept_names.append(kept)
+        assert (in_tmp / kept).is_file()
+        assert read_trace(str(in_tmp / kept)).header["config"]["perturb_seed"] == seed
+    assert [Path(k).name for k in kept_names] == [f"{stem}{seed}.kbt", f"{stem}{seed}-2.kbt"]
     assert len(opened) == 2
     # The kept trace is the one its reproducing command records, byte for byte.
-    main(["run", RACE, "--perturb", "1", "-q", "-o", "again.kbt"])
+    main(["run", RACE, "--perturb", str(seed), "-q", "-o", "again.kbt"])
     assert (in_tmp / "again.kbt").read_bytes() == (in_tmp / kept).read_bytes()
 
 

@@ -173,14 +173,18 @@ class Channel:
             if self.jitter is None:
                 self._grant(job)
             else:
-                self._grant_later(job)  # after the jitter's delay, if it draws one
+                self.queue.append(job)
+                self._grant_after_delay()
             return done
         done = env.event()
         self.queue.append((cmd, hold, latency, future, on_grant, on_complete, done, nbytes))
         if not self.busy:
             # Released this cycle, its grant not yet made: the oldest waiting command
             # gets the channel now, as a resource grants its queue on any request.
-            self._grant_later(self._take())
+            if self.jitter is None:
+                self._grant_later(self._take())
+            else:
+                self._grant_after_delay()
         return done
 
     def _grant(
@@ -214,12 +218,26 @@ class Channel:
         return (job[0], job[1] + stretch, *job[2:])
 
     def _grant_later(self, job: Job) -> None:
-        """Grant ``job`` in an event of its own, behind those this cycle already has (on a
-        perturbed channel, after the delay its jitter draws: the channel idle meanwhile)."""
+        """Grant ``job`` in an event of its own, behind those this cycle already has."""
         self.busy = True
-        delay = self.jitter.grant_delay() if self.jitter is not None else 0
+        self.env.timeout(0).callbacks.append(partial(self._grant, job))
+
+    def _grant_after_delay(self) -> None:
+        """On a perturbed channel: stay idle for the delay the jitter draws, then grant the
+        waiting command the jitter picks among those waiting *then*.
+
+        The pick is made when the channel starts its transfer, not when the delay
+        starts: a command that arrives during the delay (the channel still idle, taken
+        by traffic the model does not see) competes for the grant as every waiting
+        command does, so with a window above 1 it may go before an older one.
+        """
+        self.busy = True
+        delay = self.jitter.grant_delay()
         self.busy_until += delay
-        self.env.timeout(delay).callbacks.append(partial(self._grant, job))
+        self.env.timeout(delay).callbacks.append(self._grant_picked)
+
+    def _grant_picked(self, _event: simpy.Event) -> None:
+        self._grant(self._take())
 
     def _released(self, hold_event: simpy.Event) -> None:
         cmd, hold, latency, future, _, on_complete, done, _ = self._holder
@@ -279,8 +297,11 @@ class Channel:
         """The oldest waiting command gets the free channel (a resource's release event)."""
         if self.busy or not self.queue:
             return
+        if self.jitter is not None:
+            self._grant_after_delay()
+            return
         job = self._take()
-        if self.env.peek() > self.env.now and self.jitter is None:
+        if self.env.peek() > self.env.now:
             # Its grant event would be the next one: grant it now.
             self.busy = True
             self._grant(job)

@@ -71,18 +71,24 @@ class Mesh:
 
         An IPCQ link keeps its messages in order and its grants first come, first
         served, at once (a queue whose messages overtook each other would pair
-        receives with the wrong sends), so only its latencies move.
+        receives with the wrong sends), so only its latencies move. A DMA write
+        channel keeps its order too, grants and landings (the hardware lands one
+        channel's stores in issue order: only stores on different write channels may
+        land in either order), and its grants may be delayed. A read channel's grants
+        may be delayed and reordered within the window: what a load reads is decided
+        at its grant, and its data's arrival order changes no byte.
         """
         for channel in self.channels:
             if channel.kind not in ("dma_read", "dma_write", "ipcq"):
                 continue
             link = channel.kind == "ipcq"
+            fifo = channel.kind != "dma_read"
             channel.jitter = Jitter(
                 config.perturb_seed,
                 channel.pe,
                 channel.cid,
                 spread=config.perturb_latency,
-                window=1 if link else config.perturb_grant_window,
-                in_order=link,
+                window=1 if fifo else config.perturb_grant_window,
+                in_order=fifo,
                 max_delay=0 if link else round(config.perturb_grant_delay * config.hbm_latency),
             )

@@ -27,8 +27,9 @@ Run SCENARIO once at its nominal timing, then --runs N times more with the
 timing of every DMA transfer and IPCQ message perturbed from a seed (seeds
 S, S+1, ..., S+N-1; --seed S, default 1): each latency drawn within
 +/- --perturb-latency of its own, each DMA command granted up to
---perturb-delay HBM latencies late, each freed DMA channel granted to one of
-its --perturb-grant oldest waiting commands. An IPCQ link stays a FIFO. No one
+--perturb-delay HBM latencies late, each DMA read channel's grant going to one
+of its --perturb-grant oldest waiting commands. An IPCQ link and a DMA write
+channel stay FIFOs (one write channel lands its stores in order). No one
 setting shows every race: try longer latencies (--perturb-latency 3) and
 longer or no delays (--perturb-delay 3, 0) too.
 

@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         "\nTiming perturbation (off while perturb_seed is 0): each DMA transfer's and IPCQ "
         "message's\nlatency is drawn within +/- perturb_latency of its own, each DMA command "
-        "waits up to the\nHBM latency times perturb_grant_delay before its grant, and a freed "
-        "DMA channel goes to one of\nits perturb_grant_window oldest waiting commands; the "
+        "waits up to the\nHBM latency times perturb_grant_delay before its grant, and a DMA read "
+        "channel grants one of\nits perturb_grant_window oldest waiting commands; the "
         "same seed gives the same trace byte for byte\n(its header records the fields). "
         "kbdebug explore runs many seeds:\n"
         "  kbdebug run flawed_prefetch --perturb 7 --perturb-latency 0.25"

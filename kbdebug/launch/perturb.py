@@ -44,8 +44,9 @@ def add_bounds(parser: argparse.ArgumentParser) -> None:
         "--perturb-grant",
         type=int,
         metavar="N",
-        help="a freed DMA channel goes to one of its N oldest waiting commands at random "
-        f"(1: in order; default {DEFAULTS.perturb_grant_window})",
+        help="a DMA read channel grants one of its N oldest waiting commands at random "
+        f"(1: in order; default {DEFAULTS.perturb_grant_window}; a write channel keeps "
+        "its stores in order)",
     )
 
 

@@ -166,7 +166,7 @@ class Exploration:
         return (
             f"explore: {escape(self.scenario, 200)}, {len(self.seeds)} runs (seeds "
             f"{first}..{last}), DMA and IPCQ latencies {spread}, DMA grants delayed up to "
-            f"{delay:g}x the HBM latency, among the {window} oldest waiting"
+            f"{delay:g}x the HBM latency, read grants among the {window} oldest waiting"
         )
 
     def _nominal_line(self) -> str:
