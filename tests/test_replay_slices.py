@@ -71,3 +71,13 @@ def test_the_innermost_of_nested_tensors_names_the_range():
     tensors = Tensors([K, rows])
     assert tensors.where(0x40000 + 64 * 256, 16 * 256) == "K_block[0:16, :]"
     assert tensors.where(0x40000, 16 * 256) == "K[0:16, :]"
+
+
+def test_a_header_of_many_tensors_is_searched_in_bounded_time():
+    many = Tensors([tensor(f"t{i}", i * 64, (32,)) for i in range(65536)])
+    assert many.where(65535 * 64 + 8, 16) == "t65535[4:12]"
+    # 32,768 tensors nested at one base: only the 64 nearest (innermost) are looked at,
+    # and none of them holds byte 60,000: it is shown by its address.
+    nested = Tensors([tensor(f"n{i}", 0, (32768 - i,)) for i in range(32768)])
+    assert nested.where(60000, 2) == "0xea60 + 2 bytes"
+    assert nested.where(100, 2) == "n32717[50]"  # the innermost that holds it

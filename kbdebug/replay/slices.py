@@ -11,11 +11,15 @@ one's end, not on an element boundary, rows that wrap) is shown by its address.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from emulator.trace.digests import ITEMSIZES, TensorDef
+
+#: Tensors starting at or before a range that the search for the one holding it looks at.
+MAX_NESTED = 64
 
 
 class TensorSlice(NamedTuple):
@@ -44,8 +48,12 @@ class Tensors:
     """The named tensors of a trace, found by address."""
 
     def __init__(self, tensors: Sequence[TensorDef]) -> None:
-        self.tensors = sorted(tensors, key=lambda t: t.addr)
+        # By base, the largest first: of tensors at one base, the innermost is nearest.
+        self.tensors = sorted(tensors, key=lambda t: (t.addr, -t.nbytes))
         self._starts = [t.addr for t in self.tensors]
+        # Per position, the furthest end of the tensors up to it: where no earlier tensor
+        # reaches a range's end, the search for one holding it stops.
+        self._reach = list(itertools.accumulate((t.addr + t.nbytes for t in self.tensors), max))
 
     def __len__(self) -> int:
         return len(self.tensors)
@@ -53,9 +61,12 @@ class Tensors:
     def containing(self, addr: int, nbytes: int) -> TensorDef | None:
         """The tensor whose bytes hold all of ``[addr, addr + nbytes)``, if one does."""
         at = bisect.bisect_right(self._starts, addr) - 1
-        # Tensors may overlap (one named inside another): the innermost that holds it.
+        # Tensors may overlap (one named inside another): the innermost that holds it,
+        # among the MAX_NESTED that start nearest before it (a trace's header may list
+        # 65,536 tensors: a lookup never walks them all).
         best = None
-        while at >= 0:
+        stop = max(at - MAX_NESTED, -1)
+        while at > stop and self._reach[at] >= addr + nbytes:
             tensor = self.tensors[at]
             if addr + nbytes <= tensor.addr + tensor.nbytes and (
                 best is None or tensor.nbytes < best.nbytes
