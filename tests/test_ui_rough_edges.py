@@ -236,5 +236,5 @@ async def test_picking_a_future_in_the_table_says_what_it_is_and_what_follows_it
         assert "no future selected" in header(app)
         app.query_one(FuturesTable).focus()
         await pilot.press("down")
-        assert "future 1 (load_async on PE 0 at attention.py:85)" in header(app)
+        assert "future 1 (load_async K[0:64, :] on PE 0 at attention.py:85)" in header(app)
         assert "f/F walk its lifecycle" in header(app)
