@@ -125,8 +125,10 @@ class Launch:
             def on_value(future: int, array: np.ndarray) -> None:
                 if add_digest is not None:
                     f32 = None
+                    # A load's or receive's own array (C-ordered, owning its data):
+                    # converted once for the digest and the tl.dot that follows.
                     if array.dtype == _F16 and array.base is None and array.flags.c_contiguous:
-                        f32 = f32_kept(array)  # converted once for the digest and tl.dot
+                        f32 = f32_kept(array)
                     add_digest(digest_of(future, array, f32))
                 if keep is not None:
                     keep(future, array)

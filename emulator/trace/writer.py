@@ -257,9 +257,14 @@ class TraceWriter(CompoundWriting):
         dropped, as a writer of that version would: an older reader refuses a digest in a
         file of its own version. Raises ValueError if the writer is not open.
         """
-        self._check_open("add_digest")
+        if not self._accepting:  # the writer is not between begin and end
+            self._check_open("add_digest")
         if self._digests:
-            self._write_record(digest.record())
+            pending = self._pending
+            pending.append(digest.record())
+            self._not_events += 1
+            if len(pending) >= self._batch:
+                self._pack_pending()
 
     def end(self, footer: dict[str, Any]) -> None:
         """Write the footer (``footer`` plus the event count), flush, and close an owned file.
