@@ -44,14 +44,14 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median_low
 
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.analysis.finding import RULES, Finding, finding_id, line_id
-from kbdebug.analysis.model import COMPUTE, LOAD, OPAQUE, RECV, SEND, STORE, Model
+from kbdebug.analysis.model import COMPUTE, LOAD, NEVER, OPAQUE, RECV, SEND, STORE, WAIT, Model
 
 __all__ = [
     "LATE_SHARE",
@@ -92,6 +92,9 @@ class Imbalance:
     balanced_end: int
     #: The end cycle of the launch with the work split evenly, as the kernel runs now.
     spread_end: int
+    #: Per late PE: the end cycle of the launch it holds back, its own or, when PEs wait
+    #: on its messages (directly or through receives), the latest of theirs.
+    held_ends: dict[int, int] = field(default_factory=dict)
 
 
 def imbalance_of(model: Model) -> Imbalance | None:
@@ -105,17 +108,20 @@ def imbalance_of(model: Model) -> Imbalance | None:
     margin = max(1, math.ceil(LATE_SHARE * median_low(p.achieved for p in programs.values())))
     work = {pe: _work(model, pe) for pe in programs}
     median_work = median_low(work.values())
-    late = tuple(
-        sorted(
-            pe
-            for pe, end in ends.items()
-            if end - median_end >= margin and work[pe] >= WORK_RATIO * max(median_work, 1)
-        )
-    )
+    heavy = [pe for pe in programs if work[pe] >= WORK_RATIO * max(median_work, 1)]
+    # A PE with more work may end first and still set the launch's end: the PEs waiting
+    # on its messages (a split-K reduction's root) end when it lets them.
+    held, stalled = _held(model, heavy, margin)
+    held_ends = {pe: max(ends[q] for q in held[pe]) for pe in heavy}
+    # Against the PEs' own ends: a PE waiting on the late PE's messages ends with it, so
+    # where PEs wait on receives, what they end at without those stalls is the yardstick.
+    if any(len(held[pe]) > 1 for pe in heavy):
+        median_end = median_low(ends[pe] - stalled.get(pe, 0) for pe in programs)
+    late = tuple(sorted(pe for pe in heavy if held_ends[pe] - median_end >= margin))
     if not late or 2 * len(late) >= len(programs):
         return None
     others = tuple(pe for pe in sorted(programs) if pe not in late)
-    latest = max(late, key=lambda pe: (ends[pe], pe))
+    latest = max(late, key=lambda pe: (held_ends[pe], pe))
     unit_line, units = _units(model, late, latest, work)
     # A typical PE: the middle one of the others by units, then by kernel time.
     by_units = sorted(others, key=lambda pe: (units[pe], programs[pe].achieved, pe))
@@ -127,11 +133,18 @@ def imbalance_of(model: Model) -> Imbalance | None:
     even = math.ceil(total / len(programs))
     bounds = model.bound_lengths
 
+    # The PEs a late PE holds back end with it: their recorded ends and bounds wait on
+    # its work, which the split moves, so they stand for no end of their own.
+    waiting = {q for pe in late for q in held[pe] if q != pe}
+
     def split_ends(length) -> dict[int, float]:
         """Each PE's end with the work split evenly, its length grown (or, on a late PE,
         shrunk) by the late PEs' length per extra unit over the typical PE's; a PE that is
         not imbalanced never gives units away."""
-        rate = max(0.0, sum(length(pe) - length(typical) for pe in late) / extra)
+        if typical in waiting:  # its length waits on the late PEs: theirs per unit
+            rate = sum(length(pe) for pe in late) / max(sum(units[pe] for pe in late), 1)
+        else:
+            rate = max(0.0, sum(length(pe) - length(typical) for pe in late) / extra)
         out = {}
         for pe, prog in programs.items():
             delta = even - units[pe]
@@ -142,13 +155,32 @@ def imbalance_of(model: Model) -> Imbalance | None:
 
     bound_end = max(p.start + bounds[pe] for pe, p in programs.items())
     with_bounds = split_ends(lambda pe: bounds[pe])
+    kept = [pe for pe in others if pe not in waiting] or list(late)
     # Some PE holds the even share: the least of the PEs' bounds with it is a bound, and
     # no PE that keeps its work ends before its own bound.
     balanced = max(
-        max(programs[pe].start + bounds[pe] for pe in others),
-        math.floor(min(with_bounds.values())),
+        max((programs[pe].start + bounds[pe] for pe in kept if pe not in late), default=0),
+        math.floor(min(v for pe, v in with_bounds.items() if pe not in waiting)),
     )
-    spread = math.ceil(max(split_ends(lambda pe: programs[pe].achieved).values()))
+    by_split = split_ends(lambda pe: programs[pe].achieved)
+    spread = math.ceil(max(v for pe, v in by_split.items() if pe not in waiting))
+    for pe in late:
+        if len(held[pe]) == 1:
+            continue
+        # Held back through receives: the launch ends that long after the late PE's own
+        # end, less its share of units gone at its own cycles per unit. Its bound gives
+        # up at most its bound per unit for each unit down to the least an even split
+        # leaves a PE (a lower bound's side); its run, the units over the even share.
+        prog, units_here = programs[pe], max(units[pe], 1)
+        tail = held_ends[pe] - prog.end
+        bound_tail = max(programs[q].start + bounds[q] for q in held[pe]) - prog.start
+        fewest = total // len(programs)
+        balanced = max(
+            balanced,
+            math.floor(prog.start + bound_tail - (units[pe] - fewest) * bounds[pe] / units_here),
+        )
+        gone = max(0, units[pe] - even) * prog.achieved / units_here
+        spread = max(spread, math.ceil(prog.end - gone + tail))
     return Imbalance(
         late=late,
         others=others,
@@ -160,7 +192,40 @@ def imbalance_of(model: Model) -> Imbalance | None:
         typical=typical,
         balanced_end=min(bound_end, balanced),
         spread_end=min(model.end, spread),
+        held_ends={pe: held_ends[pe] for pe in late},
     )
+
+
+def _held(model: Model, pes: list[int], margin: int) -> tuple[dict[int, set[int]], dict[int, int]]:
+    """(per PE of ``pes``: itself and the PEs whose end waits on it, directly or through
+    receives; per PE, the cycles it stalled on receives). A PE whose last receive wait
+    stalling at least ``margin`` cycles waited on a message of another is held back by
+    that sender (the rest of its run follows)."""
+    held_by: dict[int, set[int]] = {}
+    stalled: dict[int, int] = {}
+    if not pes:
+        return {}, stalled
+    for pe, prog in model.programs.items():
+        last = None
+        for s, (k, c) in enumerate(zip(prog.kind, prog.cmd, strict=True)):
+            if k == WAIT and prog.at[s] < prog.delivery.get(c, -1) < NEVER:
+                stall = prog.delivery[c] - prog.at[s]
+                stalled[pe] = stalled.get(pe, 0) + stall
+                if stall >= margin:
+                    last = c
+        sender = model.sender.get(prog.match.get(last, -1)) if last is not None else None
+        if sender is not None and sender != pe:
+            held_by.setdefault(sender, set()).add(pe)
+    out = {}
+    for pe in pes:
+        seen, todo = {pe}, [pe]
+        while todo:
+            for q in held_by.get(todo.pop(), ()):
+                if q not in seen:
+                    seen.add(q)
+                    todo.append(q)
+        out[pe] = seen
+    return out, stalled
 
 
 def _work(model: Model, pe: int) -> int:
@@ -231,13 +296,16 @@ def imbalance_findings(
         p.start + max(bounds[pe], p.achieved - explained.get(pe, 0)) for pe, p in programs.items()
     )
     saving = max(0, min(model.end - imbalance.spread_end, fixed_end - imbalance.balanced_end))
-    latest = max(imbalance.late, key=lambda pe: ends[pe])
+    held = {pe: imbalance.held_ends.get(pe, ends[pe]) for pe in imbalance.late}
+    latest = max(imbalance.late, key=lambda pe: held[pe])
     if saving < max(1, math.ceil(min_share * max(programs[latest].achieved, 1))):
         return [], {}
+    # A late PE held back through receives gains what the launch does: its own end moves
+    # as much as the end of the PEs that wait on it.
     gains = {
-        pe: min(saving, ends[pe] - imbalance.spread_end)
+        pe: min(saving, held[pe] - imbalance.spread_end)
         for pe in imbalance.late
-        if ends[pe] > imbalance.spread_end
+        if held[pe] > imbalance.spread_end
     }
     claims = {pe: max(0, programs[pe].achieved - bounds[pe] - explained.get(pe, 0)) for pe in gains}
     others = list(imbalance.others)
@@ -332,14 +400,26 @@ class _Shape:
         model = self.model
         late = imbalance.late
         ends = {pe: model.programs[pe].end for pe in late}
-        pe = max(late, key=lambda p: ends[p])
-        if len(late) == 1:
-            who = f"PE {pe} ends {ends[pe] - next_end:,} cycles"
+        held = {pe: imbalance.held_ends.get(pe, ends[pe]) for pe in late}
+        pe = max(late, key=lambda p: held[p])
+        if held[pe] > ends[pe]:
+            who = (
+                f"the launch waits for PE {pe} through its messages: it ends at cycle "
+                f"{ends[pe]:,}, the PEs waiting on it (directly or through receives) as late "
+                f"as {held[pe]:,}"
+            )
+        elif len(late) == 1:
+            who = f"PE {pe} ends {ends[pe] - next_end:,} cycles after the other PEs"
         else:
-            who = "PEs " + ", ".join(map(str, late)) + f" end up to {ends[pe] - next_end:,} cycles"
+            who = (
+                "PEs " + ", ".join(map(str, late)) + f" end up to {ends[pe] - next_end:,} "
+                "cycles after the other PEs"
+            )
+        if held[pe] == ends[pe]:
+            who += f" (their last at cycle {next_end:,})"
         work, median = imbalance.work[pe], imbalance.median_work
         text = (
-            f"{who} after the other PEs (their last at cycle {next_end:,}): PE {pe}'s steps "
+            f"{who}: PE {pe}'s steps "
             f"hold engines, channels and issue slots for {work:,} cycles against the median "
             f"PE's {median:,} ({work / max(median, 1):.1f}x)"
         )
