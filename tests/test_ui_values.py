@@ -114,3 +114,17 @@ async def test_picking_a_future_names_its_slice_on_the_status_line(recorded):
         app.query_one(FuturesTable).focus()
         await pilot.press("down", "down")
         assert app.status.startswith("future 2 (load_async V[0:64, :] on PE 0 at pipeline.py:")
+
+
+async def test_p_in_compare_prints_the_focused_runs_tensor(recorded):
+    from kbdebug.ui.compare.app import CompareApp
+
+    kept, plain = recorded
+    app = CompareApp(Replay.open(kept), Replay.open(plain))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(app, pilot)
+        await pilot.press("s", "s", "s", "p")
+        screen = app.screen
+        assert isinstance(screen, ValueScreen) and screen.title_text == "A: p: future 0"
+        assert screen.lines[0].startswith("future 0: load Q[:, :] (8, 128) f16 on PE 0")
+        assert screen.lines[2] == "values (columns 0..7 of 128):"  # A was run with --values

@@ -25,7 +25,7 @@ class ValueActions:
         except (OSError, TraceFormatError, ValuesFileError) as e:
             self._refuse(self.in_run(f"cannot read the values: {e}"))
             return
-        self.push_screen(ValueScreen(f"p: future {future}", lines))
+        self.push_screen(ValueScreen(self.in_run(f"p: future {future}"), lines))
 
     def future_under_cursor(self) -> int:
         """The selected future, else that of the event at the cursor (a wait, an issue...)."""

@@ -45,6 +45,7 @@ KEYS = (
     _key("toggle_line_breakpoint", "Toggle a breakpoint on the source line (focused run)"),
     _key("breakpoints", "Breakpoint list of the focused run"),
     Key("a", "toggle_align", "align", "Align the timelines at cycle 0 or at the current call"),
+    _key("print_value", "Print the focused run's tensor at its cursor: slice, digest, values"),
     _key("chain(1)", "At a stalled receive of the focused run: go to its cause on another PE"),
     _key("chain(-1)", "Go back one step along the wait chain (focused run)"),
     _key("focus_pe(-1)"),
