@@ -52,6 +52,7 @@ from kbdebug.analysis import Analysis
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE, MIN_SAVING, Gate, one_line
 from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.perturbation import perturbation_of
 from kbdebug.analysis.select import parse_selectors, share_of
 from kbdebug.cli import UserError
 from kbdebug.commands.hints import with_hint
@@ -157,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         "chains": analysis.worst_wait_chains,
         "launch": analysis.launch_efficiency,
         "contention": analysis.contention,
+        "perturbation": perturbation_of(analysis.replay.index.header),
     }
     if form == "json":
         # Written as it is encoded: the whole text at once is twice the JSON's size.

@@ -16,6 +16,11 @@ escapes them)::
       "kernel": str, "grid": [int], "pes": int,
       "events": int,                    # event records in the trace
       "end_time": int,                  # the run's end cycle
+      "perturbation": null | {"perturb_seed": int, "perturb_latency", "perturb_grant_delay":
+                      float | null, "perturb_grant_window": int | null,  # a run recorded
+                      "note": str},     # with --perturb: its header's fields (null: not a
+                                        # number of its range); note: what the bound and
+                                        # savings of such a run count as lost time
       "stall_cycles": int,              # sum of every wait's stalled cycles
       "dma_read_count": int,            # OP_LOG memory/dma_read count
       "counts": {"dma_read_count", "dma_write_count", "gemm_count", "math_count",
@@ -123,6 +128,7 @@ from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import MIN_SAVING, Gate
 from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.perturbation import FIGURES_NOTE, Perturbation
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import WaitChain
@@ -148,6 +154,7 @@ def to_json(
     launch: tuple[int, float | None] | None = None,
     contention: list[HbmContention] | None = None,
     hazards: list[Hazard] | None = None,
+    perturbation: Perturbation | None = None,
 ) -> dict[str, Any]:
     """The report as a ``kbdebug.report/4`` document (``chains``: the longest receive
     waits followed across PEs, ``Analysis.worst_wait_chains``; ``hazards``:
@@ -168,6 +175,9 @@ def to_json(
         "pes": summary.n_pes,
         "events": summary.n_events,
         "end_time": summary.end_time,
+        "perturbation": None
+        if perturbation is None
+        else {**perturbation.to_json(), "note": FIGURES_NOTE},
         "stall_cycles": summary.stall_cycles,
         "dma_read_count": summary.counts["dma_read_count"],
         "counts": dict(summary.counts),

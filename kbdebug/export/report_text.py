@@ -6,6 +6,7 @@ Every string that comes from the trace is escaped here before it reaches a termi
 from __future__ import annotations
 
 import os
+import textwrap
 
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.across_pes import short_id, where_text
@@ -14,6 +15,7 @@ from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import one_line, percent
 from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound, launch_efficiency
+from kbdebug.analysis.perturbation import FIGURES_NOTE, Perturbation
 from kbdebug.analysis.select import savings_by_pe, share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import STALL, TRANSIT, WORK, ChainRoot, WaitChain
@@ -229,11 +231,13 @@ def render(
     launch: tuple[int, float | None] | None = None,
     contention: list[HbmContention] | None = None,
     hazards: list[Hazard] | None = None,
+    perturbation: Perturbation | None = None,
 ) -> str:
     """The report as text, the status line first; on many PEs the per-PE and busy tables
     are spreads (min, median, max) unless ``per_pe``; ``chains``: the longest receive
     waits followed across PEs (``Analysis.worst_wait_chains``); ``hazards`` are listed
-    before the findings (None: not checked, no section)."""
+    before the findings (None: not checked, no section); ``perturbation``: the run's,
+    said under the kernel and beside the bound's figures."""
     bounds = bounds or []
     ran = len(bounds) or summary.n_pes
     spread = ran >= SPREAD_FROM and not per_pe
@@ -245,6 +249,8 @@ def render(
         f"kernel: {escape(summary.kernel, 256) or '?'} (grid {grid}, {summary.n_pes} PE"
         f"{'s' if summary.n_pes != 1 else ''})"
     )
+    if perturbation is not None:
+        lines.append(f"perturbed: {perturbation.label()}")
     lines.append(f"end cycle: {summary.end_time:,}  events: {summary.n_events:,}")
     if launch is not None and ran > 1:
         bound, efficiency = launch
@@ -306,6 +312,10 @@ def render(
                 for b in bounds
             ],
             right=set(),
+        )
+    if perturbation is not None and (bounds or launch is not None):
+        lines += textwrap.wrap(
+            f"note: {FIGURES_NOTE}.", width=100, initial_indent="  ", subsequent_indent="    "
         )
     if summary.stall_by_line:
         shown = summary.stall_by_line[:STALL_LINES]

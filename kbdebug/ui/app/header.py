@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from kbdebug.analysis.model import PEBound
+from kbdebug.analysis.perturbation import perturbation_of
 from kbdebug.replay import Replay
 from kbdebug.safe_text import escape
 
@@ -85,6 +86,8 @@ class StatusHeader(Widget):
     def __init__(self, replay: Replay, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.replay = replay
+        #: The run's timing perturbation (``kbdebug run --perturb``), None when nominal.
+        self.perturbation = perturbation_of(replay.index.header)
 
     def render(self) -> Text:
         width = max(self.size.width, 1)
@@ -117,6 +120,7 @@ class StatusHeader(Widget):
         parts: dict[str, list[list[tuple[str, object]]]] = {
             "app": [[(" kbdebug ", title)], [(" ", None)]],
             "name": [[(name, value), ("  ", None)], []],
+            "perturbed": self._perturbed_forms(),
             "cycle": [
                 [("cycle ", None), (f"{state.time:,}", value), (f"/{replay.end_time:,}", None)],
                 [("cycle ", None), (f"{state.time:,}", value)],
@@ -138,7 +142,8 @@ class StatusHeader(Widget):
         # The order parts shorten in: the app's name, the bound's cycles, the trace's
         # end, the event count, the PE's future (the futures table has it), the words
         # "break:" and "efficient", the file.
-        steps = ["app", "efficiency", "cycle", "event", "efficiency", "pe", "breaks"]
+        steps = ["app", "perturbed", "efficiency", "cycle", "event", "efficiency", "pe"]
+        steps += ["breaks"]
         steps += ["efficiency", "efficiency", "name"]
 
         def line_parts() -> list[tuple[str, object]]:
@@ -168,6 +173,18 @@ class StatusHeader(Widget):
             line.append(text, style)
         line.truncate(width, overflow="ellipsis")
         return line
+
+    def _perturbed_forms(self) -> list[list[tuple[str, object]]]:
+        """A perturbed run's mark (its timing is not the kernel's own): the seed, shorter;
+        nothing for a nominal run."""
+        if self.perturbation is None:
+            return [[]]
+        stopped = self.get_component_rich_style("status-header--stopped")
+        seed = self.perturbation.seed
+        return [
+            [(f"perturbed seed {seed}", stopped), ("  ", None)],
+            [(f"perturbed {seed}", stopped), ("  ", None)],
+        ]
 
     def _efficiency_forms(self, value: object) -> list[list[tuple[str, object]]]:
         """The focused PE's (on a mesh: the launch's, then the PE's) efficiency against
