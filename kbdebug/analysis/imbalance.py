@@ -3,7 +3,11 @@
 A PE is **late** when it ends at least :data:`LATE_SHARE` of the typical (median)
 kernel time after the median PE's end, and it is **imbalanced** when it is late and
 its **work** (the cycles its steps hold an engine, a channel or a link, plus an issue
-slot per transfer) is at least :data:`WORK_RATIO` times the median PE's. A PE late
+slot per transfer) is at least :data:`WORK_RATIO` times the median PE's. A PE whose
+messages others wait on is late by the end of the PEs it **holds back** (those whose
+last long receive stall waited on it, directly or through receives), against the
+PEs' ends less their receive stalls: a split-K reduction's root with the remainder
+ends first, and the launch ends when it lets the others. A PE late
 only by where it sits in a dependency chain (the last stage of a pipeline, the root
 of a reduction tree) does the same work as the others and is not imbalanced: its
 lateness is the chain's critical path, which the per-PE bound already counts. The
@@ -24,6 +28,11 @@ per extra unit over a typical PE's:
 - the **spread end** (:attr:`Imbalance.spread_end`) is the same with the recorded
   kernel times: when the launch would end were the late PEs' extra work moved to
   the others, as the kernel runs today.
+
+The PEs a late PE holds back stand for no end of their own in either: theirs follows
+the late PE's, which ends sooner by its units over the even share at its own cycles
+per unit, the chain's tail after it kept (for the bound, its bound per unit down to
+the fewest units an even split leaves a PE).
 
 KB111's **saving** is the recorded end minus the spread end, never more than the
 end the other findings' fixes leave (re-timed together) minus the balanced bound:
