@@ -140,7 +140,7 @@ class KbdebugRun:
         __tracebackhide__ = True
         if self.error is not None:
             raise AssertionError(
-                f"kbdebug: the run did not complete ({self.status}): {self.error} "
+                f"kbdebug: the run did not complete: {self.error} "
                 f"(trace {self.trace}; its findings cover only what ran)"
             )
 

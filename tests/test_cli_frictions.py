@@ -106,4 +106,4 @@ def test_incomplete_runs_say_what_happened_once(tmp_path):
     assert reason.startswith("deadlock on PEs 0, 1 at cycle ") and reason.count("deadlock") == 1
     with pytest.raises(KeyboardInterrupt):
         run_kernel(stopped, (), (1,), Memory(1 << 12), trace=tmp_path / "i.kbt")
-    assert banner(Replay.open(tmp_path / "i.kbt")) == "interrupted by SIGINT"
+    assert banner(Replay.open(tmp_path / "i.kbt")) == "did not complete: interrupted by SIGINT"

@@ -169,7 +169,7 @@ def test_deadlock_leaves_a_trace_with_a_deadlock_footer(user_file, tmp_path, cap
     out = tmp_path / "dead.kbt"
     assert main(["run", f"{user_file}:launch_deadlock", "-q", "-o", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "deadlock at cycle" in err and "PE 0 waits on receive future" in err
+    assert "deadlock on PEs 0, 1 at cycle" in err and "PE 0 waits on receive future" in err
     trace = read_trace(out)
     assert trace.footer["status"] == "deadlock"
     assert sum(1 for e in trace.iter_decoded() if e[0].name == "DEADLOCK") == 2
@@ -219,7 +219,7 @@ def test_run_killed_with_sigkill_leaves_a_readable_prefix_named_partial(tmp_path
     assert trace.header["launch"]["kernel"] == "decode_prefetch"
     assert "emulator/kernels/attention.py" in trace.sources
     assert main(["report", str(partial)]) == 0  # report reads it too, as cut short
-    assert "status: TRUNCATED" in capsys.readouterr().out
+    assert "status: the run did not complete: the trace was cut off" in capsys.readouterr().out
 
 
 def test_a_hardware_field_the_scenario_overrides_is_refused_not_ignored(tmp_path, capsys):

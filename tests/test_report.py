@@ -176,7 +176,7 @@ def test_truncated_trace_is_reported_as_truncated(traces, capsys, tmp_path):
     cut.write_bytes(whole[: len(whole) // 2])
     status, out, _ = report(capsys, cut)
     assert status == 0
-    assert out.splitlines()[0].startswith("status: TRUNCATED")
+    assert out.splitlines()[0].startswith("status: the run did not complete: the trace was cut")
     assert report_json(capsys, cut)["status"] == "truncated"
 
 
@@ -186,7 +186,7 @@ def test_failed_run_is_reported_with_its_error(capsys, tmp_path):
         kf.run(kf.raises_midway, path)
     status, out, _ = report(capsys, path)
     assert status == 0
-    assert out.splitlines()[0].startswith("status: ERROR: ")
+    assert out.splitlines()[0].startswith("status: the run did not complete: kernel error on PE 0")
     assert "boom" in out.splitlines()[0]
     doc = report_json(capsys, path)
     assert doc["status"] == "error" and "boom" in doc["error"]

@@ -275,6 +275,7 @@ def test_failing_points_are_rows_and_the_sweep_goes_on(user_file, capsys):
     assert outcome["crash"]["outcome"] == "crashed"
     assert "SIGKILL" in outcome["crash"]["message"]
     assert outcome["deadlock"]["outcome"] == "deadlock"
+    assert outcome["deadlock"]["message"].startswith("deadlock on PEs 0, 1 at cycle ")
     assert doc["finished"] == doc["points"] == 4
 
 

@@ -591,9 +591,9 @@ async def test_a_bad_file_loaded_in_the_worker_exits_with_status_2(tmp_path):
 @pytest.mark.parametrize(
     ("name", "words"),
     [
-        ("deadlock", ["deadlock at cycle", "PE 0 waits on future", "test_ui_traces.py:"]),
-        ("error", ["error:", "ValueError: boom"]),
-        ("truncated", ["truncated trace"]),
+        ("deadlock", ["deadlock on PEs 0, 1 at cycle", "PE 0 waits on", "test_ui_traces.py:"]),
+        ("error", ["kernel error on PE 0:", "ValueError: boom"]),
+        ("truncated", ["did not complete: the trace was cut off"]),
     ],
 )
 async def test_a_trace_that_did_not_end_well_opens_with_a_banner(name, words):

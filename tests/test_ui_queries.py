@@ -76,8 +76,8 @@ def test_search_by_source_line_finds_tl_calls_there():
 
 def test_banner_names_the_deadlocked_pes_futures_and_lines():
     text = Q.banner(fresh("deadlock"))
-    assert text.startswith("deadlock at cycle ")
-    assert "PE 0 waits on future" in text and "PE 1 waits on future" in text
+    assert text.startswith("did not complete: deadlock on PEs 0, 1 at cycle ")
+    assert "PE 0 waits on receive future" in text and "PE 1 waits on receive future" in text
     assert Q.banner(fresh("flawed_prefetch")) is None
 
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from kbdebug.analysis.model import PEBound
     from kbdebug.replay.replay import Replay
 
-__all__ = ["incomplete", "matches", "parse_selectors", "savings_by_pe", "share_of"]
+__all__ = ["incomplete", "matches", "parse_selectors", "pes_text", "savings_by_pe", "share_of"]
 
 _RULE = re.compile(r"[Kk][Bb]\d+")
 _PE_SUFFIX = re.compile(r":pe(\d+)$")
@@ -210,10 +210,7 @@ def incomplete(replay: Replay) -> str | None:
     if kind is not None:
         c = index.columns
         pes = sorted({int(p) for p in c.pe[np.flatnonzero(c.kind == kind)]})
-    where = ""
-    if pes:
-        where = f" on PE{'s' if len(pes) > 1 else ''} " + ", ".join(map(str, pes[:8]))
-        where += ", ..." if len(pes) > 8 else ""
+    where = f" on {pes_text(pes)}" if pes else ""
     loc = footer.get("error_loc")
     at = f" at {loc}" if loc is not None and str(loc) not in error else ""
     # Said once: "deadlock on PEs 0, 1 at cycle 4: ...", not "...: deadlock at cycle 4: ...";
@@ -224,3 +221,9 @@ def incomplete(replay: Replay) -> str | None:
     if error.startswith(f"{what} "):
         detail = error[len(what) :]
     return f"{what}{where}{detail}{at}"
+
+
+def pes_text(pes: list[int]) -> str:
+    """The PEs a failure names: ``PE 3``, ``PEs 0, 1``; past eight, the first eight and ``...``."""
+    listed = ", ".join(map(str, pes[:8])) + (", ..." if len(pes) > 8 else "")
+    return f"PE{'s' if len(pes) > 1 else ''} {listed}"

@@ -143,7 +143,7 @@ def _rows(changes: list[Change]) -> list[list[str]]:
 
 
 def _run_line(label: str, path: str, s: Summary, reason: str | None) -> str:
-    status = "ok" if reason is None else f"{s.status.upper()}: did not complete: {reason}"
+    status = "ok" if reason is None else f"did not complete: {reason}"
     kernel = s.kernel or "kernel"
     return escape(f"{label}: {path}  ({kernel}, {status}, {s.n_events:,} events)")
 

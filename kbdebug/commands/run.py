@@ -19,7 +19,7 @@ from kbdebug.commands.check_report import CheckReport, wrong_block_report
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.launch import perturb
-from kbdebug.launch.errors import LaunchError, python_hint
+from kbdebug.launch.errors import LaunchError, failure_text, python_hint
 from kbdebug.launch.launcher import Launcher, is_trace, load
 from kbdebug.launch.settings import read_config, with_hardware
 from kbdebug.outputs import Output, status_lines
@@ -277,7 +277,7 @@ def _failure_message(failure: EmulatorError, traceback: bool) -> str:
     # Python's "Did you mean: 'load_async'?" for a misspelt tl call, which the message
     # (the exception's str) leaves out.
     python = python_hint(failure.__cause__) if failure.__cause__ is not None else ""
-    return f"{failure}{'; ' + python if python else ''}{hint}"
+    return f"{failure_text(failure)}{'; ' + python if python else ''}{hint}"
 
 
 def _print_result(result, elapsed: float) -> None:

@@ -38,7 +38,8 @@ def _status_line(summary: Summary, reason: str | None) -> str:
     if reason is None:
         return "status: ok"
     why = escape(one_line(reason))
-    line = f"status: {escape(summary.status.upper(), 32)}: the run did not complete: {why}"
+    # The reason names the status ("deadlock on PEs 0, 1 at cycle 4: ..."): said once.
+    line = f"status: the run did not complete: {why}"
     if summary.n_events:
         line += "; the numbers below cover what was recorded"
     return line

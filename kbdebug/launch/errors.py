@@ -10,9 +10,11 @@ import re
 import traceback
 from pathlib import Path
 
+from emulator.errors import DeadlockError, EmulatorError
+from kbdebug.analysis.select import pes_text
 from kbdebug.errors import UserError
 
-__all__ = ["LaunchError", "describe", "python_hint", "where_raised"]
+__all__ = ["LaunchError", "describe", "failure_text", "python_hint", "where_raised"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 # Frames in these folders are kbdebug's and the emulator's, not the user's.
@@ -27,6 +29,17 @@ class LaunchError(UserError):
         super().__init__(message, status)
         #: The whole traceback, as Python prints it.
         self.details = details
+
+
+def failure_text(error: EmulatorError) -> str:
+    """Why a run did not complete, worded as ``report`` and the app word its trace:
+    ``deadlock on PEs 0, 1 at cycle 4: PE 0 waits on ...`` (the emulator's message
+    starts ``deadlock at cycle 4``; run, sweep and explore print this instead)."""
+    text = str(error)
+    pes = sorted({pe for pe, _what, _loc in getattr(error, "blocked", [])})
+    if isinstance(error, DeadlockError) and pes and text.startswith("deadlock at "):
+        return f"deadlock on {pes_text(pes)}{text[len('deadlock') :]}"
+    return text
 
 
 def python_hint(error: BaseException) -> str:

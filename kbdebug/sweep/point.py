@@ -25,6 +25,7 @@ from emulator.scenarios import Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.analysis import Analysis
 from kbdebug.errors import UserError
+from kbdebug.launch.errors import failure_text
 from kbdebug.launch.launcher import Launcher, load
 from kbdebug.launch.settings import with_hardware
 from kbdebug.outputs import Output
@@ -202,7 +203,7 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
                 # its tensors (a fifth of the run on decode) only in a trace kept.
                 scenario.run(recorder=writer, digests=None if out is not None else False)
         except DeadlockError as e:
-            outcome, message = DEADLOCK, str(e)
+            outcome, message = DEADLOCK, failure_text(e)
         except KernelError as e:
             outcome, message = KERNEL_ERROR, str(e)
         except EmulatorError as e:

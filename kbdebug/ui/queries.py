@@ -14,6 +14,7 @@ import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.select import incomplete
 from kbdebug.replay import Hit, Replay, SourceLine, StalledWait
 from kbdebug.replay.values import Values
 
@@ -159,43 +160,12 @@ def search(replay: Replay, query: str, position: int, reverse: bool = False) -> 
     return found
 
 
-def deadlock_summary(replay: Replay) -> str | None:
-    """What the DEADLOCK events say: who waits on which future where."""
-    c = replay.index.columns
-    events = np.flatnonzero(c.kind == Kind.DEADLOCK)
-    if not len(events):
-        return None
-    parts = []
-    for i in events[:4]:
-        loc = replay.index.loc(int(c.loc[i]))
-        where = f" at {short_loc(loc)}" if loc is not None else ""
-        parts.append(f"PE {int(c.pe[i])} waits on future {int(c.fut[i])}{where}")
-    more = f" (+{len(events) - 4} more)" if len(events) > 4 else ""
-    cycle = int(c.time[events[0]])
-    return f"deadlock at cycle {cycle}, " + "; ".join(parts) + more
-
-
 def banner(replay: Replay) -> str | None:
-    """One line for a trace that did not end well (truncated, error, deadlock), else None."""
-    status = replay.status
-    footer = replay.index.footer or {}
-    if status == "ok":
-        return None
-    if status == "truncated":
-        last = int(replay.index.columns.time[-1]) if replay.n_events else 0
-        return (
-            f"truncated trace: the run's footer is missing; {replay.n_events:,} events "
-            f"up to cycle {last:,} (the writer was killed or never finished)"
-        )
-    if status == "deadlock":
-        summary = deadlock_summary(replay)
-        return summary or str(footer.get("error") or "deadlock")
-    error = str(footer.get("error") or status)
-    loc = footer.get("error_loc")
-    if isinstance(loc, SourceLoc) and str(loc) not in error:
-        error += f" at {short_loc(loc)}"
-    # "interrupted by SIGINT", not "interrupted: interrupted by SIGINT".
-    return error if error.startswith(status) else f"{status}: {error}"
+    """One line for a run that did not complete, worded as ``report``, ``diff`` and the
+    compare header word it (``did not complete: deadlock on PEs 0, 1 at cycle 4: ...``),
+    else None."""
+    reason = incomplete(replay)
+    return None if reason is None else f"did not complete: {reason}"
 
 
 def short_loc(loc: SourceLoc | None) -> str:
