@@ -40,7 +40,15 @@ if TYPE_CHECKING:
     from kbdebug.analysis.model import PEBound
     from kbdebug.replay.replay import Replay
 
-__all__ = ["incomplete", "matches", "parse_selectors", "pes_text", "savings_by_pe", "share_of"]
+__all__ = [
+    "in_report_order",
+    "incomplete",
+    "matches",
+    "parse_selectors",
+    "pes_text",
+    "savings_by_pe",
+    "share_of",
+]
 
 _RULE = re.compile(r"[Kk][Bb]\d+")
 _PE_SUFFIX = re.compile(r":pe(\d+)$")
@@ -160,6 +168,13 @@ def share_of(finding: Finding, bounds: Iterable[PEBound] = ()) -> float:
         if b.pe == finding.pe and b.achieved > 0:
             return finding.saving / b.achieved
     return 0.0
+
+
+def in_report_order(findings: Iterable[Finding], bounds: Iterable[PEBound] = ()) -> list[Finding]:
+    """The one order findings are listed in (report, its exports, the pytest plugin):
+    largest estimated saving first, then share, PE and id, so the order is stable."""
+    bounds = list(bounds)
+    return sorted(findings, key=lambda f: (-f.saving, -share_of(f, bounds), f.pe, f.id))
 
 
 def savings_by_pe(findings: Iterable[Finding]) -> dict[int, int]:

@@ -49,11 +49,9 @@ from pathlib import Path
 
 from emulator.trace.errors import TraceFormatError
 from kbdebug.analysis import Analysis
-from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE, MIN_SAVING, Gate, one_line
-from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.perturbation import perturbation_of
-from kbdebug.analysis.select import parse_selectors, share_of
+from kbdebug.analysis.select import in_report_order, parse_selectors
 from kbdebug.cli import UserError
 from kbdebug.commands.hints import with_hint
 from kbdebug.export.github import annotations
@@ -68,7 +66,7 @@ from kbdebug.safe_text import escape
 #: What ``--format`` takes.
 FORMATS = ("text", "json", "sarif", "github", "junit", "markdown")
 
-__all__ = ["EXIT_GATE", "EXIT_INCOMPLETE", "add_parser", "open_trace", "run", "sort_findings"]
+__all__ = ["EXIT_GATE", "EXIT_INCOMPLETE", "add_parser", "open_trace", "run"]
 
 
 def add_parser(subparsers) -> None:
@@ -147,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     # re-timings' working memory and the table are never held at once (on a 256-PE ring
     # of 7.8M events, some 100 MB off the report's peak).
     bounds = analysis.bounds
-    findings = sort_findings(analysis.findings, bounds)
+    findings = in_report_order(analysis.findings, bounds)
     summary, futures = analysis.summary, analysis.futures
     reason = analysis.incomplete
     hazards = analysis.hazards
@@ -210,8 +208,3 @@ def open_trace(path: str | Path) -> Replay:
     if not replay.index.header:
         raise UserError(f"{shown}: no header: not a trace, or one cut off before its first record")
     return replay
-
-
-def sort_findings(findings: list[Finding], bounds: list[PEBound]) -> list[Finding]:
-    """Largest estimated saving first (then share, PE and id, for a stable order)."""
-    return sorted(findings, key=lambda f: (-f.saving, -share_of(f, bounds), f.pe, f.id))

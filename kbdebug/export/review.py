@@ -14,7 +14,7 @@ from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.finding import RULES
 from kbdebug.analysis.gate import percent
 from kbdebug.analysis.hazards import HAZARD_RULES, Hazard
-from kbdebug.analysis.select import share_of
+from kbdebug.analysis.select import in_report_order, share_of
 from kbdebug.export.report_text import findings_lines
 from kbdebug.safe_text import escape
 
@@ -156,8 +156,7 @@ def rule_help(rule: str, title: str = "") -> RuleHelp:
 
 def ranked(analysis: Analysis) -> list[Finding]:
     """The findings in report order: largest estimated saving first (then share, PE, id)."""
-    bounds = analysis.bounds
-    return sorted(analysis.findings, key=lambda f: (-f.saving, -share_of(f, bounds), f.pe, f.id))
+    return in_report_order(analysis.findings, analysis.bounds)
 
 
 def hazards(analysis: Analysis) -> list[Hazard]:
