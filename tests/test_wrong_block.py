@@ -61,9 +61,9 @@ def test_a_whole_reference_names_the_slices_the_store_was_fed_from(tmp_path):
 def test_open_opens_the_app_at_the_wrong_store(tmp_path, capsys, monkeypatch):
     opened = []
 
-    def make_app(path, rerun=None):
-        app = real_make_app(path, rerun)
-        monkeypatch.setattr(app, "run", lambda: opened.append(app.replay.position))
+    def make_app(path, rerun=None, open_at=None):
+        app = real_make_app(path, rerun, open_at)
+        monkeypatch.setattr(app, "run", lambda: opened.append(open_at[0]))
         return app
 
     real_make_app = replay_command.make_app

@@ -74,6 +74,13 @@ class WrongBlock:
                 out.append((w, match))
         return out
 
+    def stop_text(self) -> str:
+        """Where the app stops for it: ``the first wrong block O[16:32, :] (store at
+        kernel.py:22 on PE 0)``."""
+        s = self.store
+        line = f"{s.loc.file.rsplit('/', 1)[-1]}:{s.loc.line} " if s.loc is not None else ""
+        return f"the first wrong block {s.where} (store at {line}on PE {s.pe})"
+
     def lines(self) -> list[str]:
         """What ``kbdebug run`` prints under a failed check."""
         s = self.store

@@ -16,6 +16,13 @@ class CheckReport:
 
     lines: list[str]
     position: int | None = None
+    #: What the app's status says it stopped at (escaped), with ``position``.
+    why: str = ""
+
+    @property
+    def open_at(self) -> tuple[int, str] | None:
+        """(position, why) for the app, None when there is no store to open at."""
+        return None if self.position is None else (self.position, self.why)
 
 
 def wrong_block_report(trace: Path, scenario: Scenario) -> CheckReport:
@@ -47,4 +54,5 @@ def wrong_block_report(trace: Path, scenario: Scenario) -> CheckReport:
     return CheckReport(
         [f"check:  {lines[0]}", *(f"        {line.lstrip()}" for line in lines[1:])],
         wrong.position,
+        escape(wrong.stop_text(), 300),
     )

@@ -164,8 +164,11 @@ def open_app(path: Path, rerun: Sequence[str] | None = None) -> int:
     return 0
 
 
-def make_app(path: Path, rerun: Sequence[str] | None = None) -> KbdebugApp:
-    """The app on the trace at ``path``, not yet running (UserError: see open_app).
+def make_app(
+    path: Path, rerun: Sequence[str] | None = None, open_at: tuple[int, str] | None = None
+) -> KbdebugApp:
+    """The app on the trace at ``path``, not yet running (UserError: see open_app);
+    ``open_at`` (position, why): where it opens, and what its status says.
 
     A small trace is opened here, before the first screen; a large one starts
     opening on a thread of its own before the app's modules are even imported, and
@@ -194,6 +197,8 @@ def make_app(path: Path, rerun: Sequence[str] | None = None) -> KbdebugApp:
     options: dict[str, object] = {}
     if rerun is not None and "rerun" in inspect.signature(KbdebugApp).parameters:
         options["rerun"] = list(rerun)
+    if open_at is not None:
+        options["open_at"] = open_at
     return KbdebugApp(path=str(path), replay=replay, opening=opening, **options)
 
 

@@ -186,9 +186,10 @@ def _run(args: argparse.Namespace) -> int:
     elif args.open:
         from kbdebug.commands.replay import make_app
 
-        app = make_app(out.target, rerun=_rerun_argv(args, out.target))
-        if found is not None and found.position is not None and app.replay is not None:
-            app.replay.seek(found.position)  # the app opens where the wrong block was stored
+        # Opened at the wrong block's store, however large the trace (read before the
+        # screen or in the background), its status saying so.
+        open_at = found.open_at if found is not None else None
+        app = make_app(out.target, rerun=_rerun_argv(args, out.target), open_at=open_at)
         app.run()
         if app.load_error is not None:
             raise UserError(app.load_error)

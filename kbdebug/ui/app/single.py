@@ -93,12 +93,15 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         *,
         rerun: Sequence[str] | None = None,
         opening: Opening | None = None,
+        open_at: tuple[int, str] | None = None,
     ) -> None:
         """Debug ``replay``, or open the trace at ``path`` in a worker first.
 
         ``rerun`` is the argv (without ``kbdebug``) of the ``kbdebug run ...`` that
         recorded the trace; when given, a key runs it again and reloads the trace.
-        ``opening``, an Opening of ``path`` already under way, is collected instead."""
+        ``opening``, an Opening of ``path`` already under way, is collected instead.
+        ``open_at`` (position, why): where the app opens, however the trace is opened,
+        and the status says why (``stopped at the first wrong block O[16:32, :] ...``)."""
         if path is None and replay is None:
             raise ValueError("KbdebugApp needs a path or a replay")
         #: The trace file, as given.
@@ -122,6 +125,7 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         self.reloading = False
         self._rerun_process: subprocess.Popen | None = None
         self._timeline_data: TimelineData | None = None
+        self._open_at = open_at
 
     # --- layout --------------------------------------------------------------------------
 
@@ -193,6 +197,9 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         super()._opened()
         self.position = replay.position
         self.status = "paused at the start: n next, s step, w then c stops at stalled waits, ? help"
+        if self._open_at is not None:  # once: a reload keeps the user's place instead
+            (position, why), self._open_at = self._open_at, None
+            self.move_to(min(max(position, 0), replay.n_events), f"stopped at {why}", True)
         self._breakpoints_changed()
         self.query_one(SourceView).focus()
 
