@@ -104,6 +104,7 @@ from kbdebug.analysis.model import (
     _ints,
     build_model,
 )
+from kbdebug.analysis.racy_lines import on_racy_line
 from kbdebug.analysis.retime import simulate_launch
 from kbdebug.analysis.stream_edits import MAX_AHEAD, StreamEdits, _Group, merge_by_line
 from kbdebug.analysis.wording import words
@@ -344,7 +345,7 @@ class _Diagnosis(StreamEdits):
         def add(groups: list[_Group]) -> None:
             for g in groups:
                 g.cmds = [c for c in g.cmds if c not in taken]
-                if not g.cmds:
+                if not g.cmds or on_racy_line(self, g.cmds):
                     continue
                 gain = self.gain(g)
                 if gain > 0:
@@ -373,7 +374,7 @@ class _Diagnosis(StreamEdits):
                     continue
                 del queued[g.loc_id]
             streams.append((g, gain))
-        streams = self._together([(g, self.gain(g)) for g, _ in merge_by_line(streams)])
+        streams = self.streams_together([(g, self.gain(g)) for g, _ in merge_by_line(streams)])
         candidates = [(g, self.gain(g)) for g in [*early, *queued.values()]] + streams
 
         # The larger gain wins; a fix of the issues wins a tie with one of the waits.
@@ -381,8 +382,9 @@ class _Diagnosis(StreamEdits):
             return -x[1], x[0].rule not in ISSUE_RULES
 
         for g, gain in sorted(candidates, key=rank):
-            # A fix that touches waits another one already covers is not a second finding.
-            if gain <= 0 or any(c in taken for c in g.cmds):
+            # A fix that touches waits another one already covers is not a second finding;
+            # one on a hazard's line would keep the race (the hazard comes first).
+            if gain <= 0 or any(c in taken for c in g.cmds) or on_racy_line(self, g.cmds):
                 continue
             found.append((g, gain))
             taken.update(g.cmds)
@@ -419,56 +421,6 @@ class _Diagnosis(StreamEdits):
         # on every PE (the launch's gain).
         late_sends = send_edits.late_send_groups(self) if len(self.model.programs) > 1 else []
         return reported + late_sends
-
-    def _together(self, streams: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
-        """Stream fixes that only pay together (two loads of one step, both late: fixing
-        either alone leaves the step waiting for the other) as one group naming every
-        line, with their joint gain; the others as they are."""
-        if len(streams) < 2:
-            return [x for x in streams if x[1] > 0]
-
-        def stalled(x: tuple[_Group, int]) -> int:
-            return sum(self.avoidable.get(c, 0) for c in x[0].cmds)
-
-        # A fix that loses time alone gains no less than one that changes nothing: the
-        # lead is the best gain, the most avoidable stall among equals (else a load that
-        # never stalled avoidably, gaining 0, leads two streams that each lose alone and
-        # only pay together, and keeps them out).
-        rest = sorted(streams, key=lambda x: (-max(x[1], 0), -stalled(x)))
-        team = [rest.pop(0)]
-        joint = max(team[0][1], 0)
-        for item in sorted(rest, key=lambda x: -stalled(x)):
-            # Of another rule, only a stream of the same loop (as many loads) joins.
-            lead = team[0][0]
-            if item[0].rule != lead.rule and len(item[0].cmds) != len(lead.cmds):
-                continue
-            # A stream that never stalls joins only one like the lead's (a tile's other
-            # load), not a load of the prologue.
-            if stalled(item) <= 0 and 2 * len(item[0].cmds) < len(team[0][0].cmds):
-                continue
-            trial = self.gain(*(g for g, _ in team), item[0])
-            # Kept when the two gain together clearly more than each does alone.
-            if trial > joint + max(item[1], 0) + self.floor() // 3:
-                team.append(item)
-                joint = trial
-        left = [x for x in streams if all(x is not t for t in team) and x[1] > 0]
-        if len(team) == 1:
-            return [x for x in team if x[1] > 0] + left
-        # The first line in program order carries the finding; the others are named with it.
-        ordered = sorted(team, key=lambda x: min(self.issue_step[c] for c in x[0].cmds))
-        lead = max(ordered, key=stalled)[0]
-        total = sum(stalled(x) for x in ordered)
-        first = next(g for g, _ in ordered if stalled((g, 0)) * 10 >= total or g is lead)
-        ordered = [x for x in ordered if x[0] is first] + [x for x in ordered if x[0] is not first]
-        merged = _Group(
-            lead.rule,
-            first.loc_id,
-            sorted(c for g, _ in ordered for c in g.cmds),
-            {s: k for g, _ in ordered for s, k in g.moves.items()},
-            info={**(lead.info or {}), "lines": len(ordered)},
-            also=tuple(dict.fromkeys(g.loc_id for g, _ in ordered[1:] if g.loc_id != first.loc_id)),
-        )
-        return [(merged, joint), *left]
 
     def findings(
         self, launch_gain: dict[tuple, int] | None = None, explained: int = 0

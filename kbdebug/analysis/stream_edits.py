@@ -8,6 +8,7 @@ those queued ahead of it on the read channel that are needed later. Mixed into
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -77,19 +78,23 @@ class StreamEdits:
         """Moves that issue each load of ``stream`` issued ``ahead`` tiles before its wait:
         right after the wait of the load ``ahead`` places earlier in the stream (the
         first ones where the stream's first load is, or, for a stream issued late, as
-        early as they can), never above a host read before it, never later than it was."""
+        early as they can), never above a host read before it, never later than it was.
+        A prefetch made deeper (``late`` false) primes after a host read where the
+        stream's first load after that read is issued, as a loop over gathered pages
+        that reads each sequence's page table primes that sequence's first pages."""
         keys: dict[int, float] = {}
         primed = (self.barrier_before[self.issue_step[stream[0]]] if late else -1) + 0.5
+        issued = [self.issue_step[c] for c in stream]
         for i, c in enumerate(stream):
             s = self.issue_step[c]
             if i >= ahead:
                 anchor = self.wait_step.get(stream[i - ahead], self.issue_step[stream[i - ahead]])
                 key = anchor + 0.5
-            elif late:
+            else:
                 key = primed
-            else:  # primed where the stream's first load is issued
-                key = self.issue_step[stream[0]] - 0.5
             key = max(key, self.barrier_before[s] + 0.5)
+            if not late:  # no higher than the first of the stream's loads after the host read
+                key = max(key, issued[bisect.bisect_right(issued, self.barrier_before[s])] - 0.5)
             if key < s:
                 keys[s] = key + i * 1e-6
         return keys
@@ -253,6 +258,66 @@ class StreamEdits:
             info = {"ahead_loc": max(set(ahead_locs), key=ahead_locs.count)}
             out.append(_Group("KB103", loc_id, group, keys, info=info))
         return out
+
+    def streams_together(self, streams: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
+        """Stream fixes that only pay together (two loads of one step, both late: fixing
+        either alone leaves the step waiting for the other) as one group naming every
+        line, with their joint gain; the others as they are. Every stream may lead a team
+        of its own: a page-gathering loop's K and V pair is one fix even where another
+        stream (the page table's load) gains more alone."""
+        if len(streams) < 2:
+            return [x for x in streams if x[1] > 0]
+
+        def stalled(x: tuple[_Group, int]) -> int:
+            return sum(self.avoidable.get(c, 0) for c in x[0].cmds)
+
+        # A fix that loses time alone gains no less than one that changes nothing: the
+        # lead is the best gain, the most avoidable stall among equals (else a load that
+        # never stalled avoidably, gaining 0, leads two streams that each lose alone and
+        # only pay together, and keeps them out).
+        rest = sorted(streams, key=lambda x: (-max(x[1], 0), -stalled(x)))
+        out: list[tuple[_Group, int]] = []
+        while rest:
+            team = [rest.pop(0)]
+            joint = max(team[0][1], 0)
+            for item in sorted(rest, key=lambda x: -stalled(x)):
+                # Of another rule, only a stream of the same loop (as many loads) joins.
+                lead = team[0][0]
+                if item[0].rule != lead.rule and len(item[0].cmds) != len(lead.cmds):
+                    continue
+                # A stream that never stalls joins only one like the lead's (a tile's
+                # other load), not a load of the prologue.
+                if stalled(item) <= 0 and 2 * len(item[0].cmds) < len(team[0][0].cmds):
+                    continue
+                trial = self.gain(*(g for g, _ in team), item[0])
+                # Kept when the two gain together clearly more than each does alone.
+                if trial > joint + max(item[1], 0) + self.floor() // 3:
+                    team.append(item)
+                    joint = trial
+            rest = [x for x in rest if all(x is not t for t in team)]
+            if len(team) > 1:
+                out.append((self._merged_team(team, stalled), joint))
+            elif team[0][1] > 0:
+                out.append(team[0])
+        return out
+
+    def _merged_team(self, team: list[tuple[_Group, int]], stalled) -> _Group:
+        """One group for the streams of ``team``: the first line in program order that
+        stalls a tenth of the team's cycles carries the finding, the others are named
+        with it."""
+        ordered = sorted(team, key=lambda x: min(self.issue_step[c] for c in x[0].cmds))
+        lead = max(ordered, key=stalled)[0]
+        total = sum(stalled(x) for x in ordered)
+        first = next(g for g, _ in ordered if stalled((g, 0)) * 10 >= total or g is lead)
+        ordered = [x for x in ordered if x[0] is first] + [x for x in ordered if x[0] is not first]
+        return _Group(
+            lead.rule,
+            first.loc_id,
+            sorted(c for g, _ in ordered for c in g.cmds),
+            {s: k for g, _ in ordered for s, k in g.moves.items()},
+            info={**(lead.info or {}), "lines": len(ordered)},
+            also=tuple(dict.fromkeys(g.loc_id for g, _ in ordered[1:] if g.loc_id != first.loc_id)),
+        )
 
 
 def merge_by_line(found: list[tuple[_Group, int]]) -> list[tuple[_Group, int]]:
