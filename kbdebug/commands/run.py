@@ -19,6 +19,7 @@ from kbdebug.commands.check_report import CheckReport, wrong_block_report
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.launch import perturb
+from kbdebug.launch.check_failure import check_failure
 from kbdebug.launch.errors import LaunchError, failure_text, python_hint
 from kbdebug.launch.launcher import Launcher, is_trace, load
 from kbdebug.launch.settings import read_config, with_hardware
@@ -299,7 +300,9 @@ def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, flo
     try:
         scenario.check(scenario.memory)
     except AssertionError as e:
-        return f"output check failed: {e}", time.perf_counter() - started
+        said, detail = check_failure(e)
+        lines = [f"output check failed: {said}", *(f"  {line}" for line in detail)]
+        return "\n".join(lines), time.perf_counter() - started
     except Exception as e:  # noqa: BLE001 - the user's code: say what it raised, where
         if traceback:
             import traceback as tb

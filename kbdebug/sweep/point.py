@@ -25,6 +25,7 @@ from emulator.scenarios import Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.analysis import Analysis
 from kbdebug.errors import UserError
+from kbdebug.launch.check_failure import check_failure
 from kbdebug.launch.errors import failure_text
 from kbdebug.launch.launcher import Launcher, load
 from kbdebug.launch.settings import with_hardware
@@ -226,7 +227,7 @@ def _run(task: PointTask, finishing: Callable[[], None] | None) -> Row:
             try:
                 scenario.check(scenario.memory)
             except AssertionError as e:
-                row = replace(row, outcome=CHECK_FAILED, message=_one_line(str(e)))
+                row = replace(row, outcome=CHECK_FAILED, message=_one_line(check_failure(e)[0]))
         if task.explore:
             row = replace(row, output_digest=memory_digest(scenario.memory))
         if finishing is not None:
