@@ -13,7 +13,23 @@ if TYPE_CHECKING:
     from kbdebug.analysis.findings import _Diagnosis as Diagnosis
     from kbdebug.analysis.findings import _Group as Group
 
-PIPELINE_HINT = "see TilePipeline in emulator/kernels/pipeline.py"
+
+def pipeline_hint(ahead: int) -> str:
+    """Where a user finds a pipeline ``ahead`` tiles deep: a module installed with kbdebug
+    (a file path of kbdebug's own tree is not in the user's)."""
+    return (
+        f"as a pipeline of depth {ahead} does: TilePipeline(tl, streams, n_tiles, "
+        f"depth={ahead}) from emulator.kernels.pipeline, installed with kbdebug, is one"
+    )
+
+
+def ahead_where(ahead: int, first: str) -> str:
+    """Where a load issued ``ahead`` tiles before its wait goes, as the re-timing places
+    it: right after the wait of the load ``ahead`` places earlier in its stream (the
+    previous tile's at one tile), the first ``ahead`` at ``first``."""
+    if ahead == 1:
+        return "right after the previous tile's tl.wait"
+    return f"right after the tl.wait of the tile {ahead} before it, the first {ahead} {first}"
 
 
 def where(loc: SourceLoc | None) -> str:
@@ -64,8 +80,9 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"work and the other loads before its data is used"
             )
             suggestion = (
-                f"issue it with tl.load_async {tiles} ahead and tl.wait just before use "
-                f"({PIPELINE_HINT})"
+                f"issue it with tl.load_async {tiles} ahead ("
+                f"{ahead_where(ahead, 'as early as the loop allows')}) and tl.wait just "
+                f"before use ({pipeline_hint(ahead)})"
             )
         elif g.rule == "KB102":
             gap = (
@@ -79,8 +96,8 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"cycles of earlier work; the waits stalled {stall:,} cycles"
             )
             suggestion = (
-                f"issue it {tiles} ahead, right after the previous tile's tl.wait, so the "
-                f"work of the current tile runs while it is in flight ({PIPELINE_HINT})"
+                f"issue it {tiles} ahead, {ahead_where(ahead, 'before the loop')}, so the "
+                f"work of the tiles between runs while it is in flight ({pipeline_hint(ahead)})"
             )
         else:
             per_iteration = (
@@ -94,9 +111,10 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"still stalled {stall:,} cycles"
             )
             suggestion = (
-                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait (the depth "
-                f"the re-timing gains most at, within scratch), with a buffer for each load "
-                f"in flight"
+                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait, "
+                f"{ahead_where(ahead, 'where the first one is issued now')} (the depth the "
+                f"re-timing gains most at, within scratch), with a buffer for each load in "
+                f"flight"
             )
         if g.also:
             others = ", ".join(where(d.index.loc(i)) for i in g.also)

@@ -48,7 +48,8 @@ RULE_HELP = {
         "A load_async waited right after its issue, with (almost) no work between.",
         "A tl.load_async issued below work it could precede and waited with (almost) "
         "none between, so its whole transfer and latency stall the kernel. Issue it "
-        "earlier (right after the previous tile's wait). The line named is the issue.",
+        "as many tiles ahead as the fix says, each right after the wait of the tile "
+        "that many before it. The line named is the issue.",
     ),
     "KB103": RuleHelp(
         "A load queued on the read channel behind loads needed later.",
@@ -128,6 +129,13 @@ RULE_HELP = {
         "Two stores of overlapping HBM bytes with nothing ordering their landings: the bytes "
         "left depend on timing. Wait on the first store before the second. The line named is "
         "the second store.",
+    ),
+    "KB204": RuleHelp(
+        "A load or store reaches outside the tensor it starts in.",
+        "A load or store whose byte range starts in one named tensor and runs past its end "
+        "(into another tensor or bytes no tensor names), or starts before one and runs into "
+        "it: it read or wrote bytes its line did not mean to (an index or page past the "
+        "end). Keep the range inside the tensor. The line named is the access.",
     ),
 }
 
