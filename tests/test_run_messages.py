@@ -73,6 +73,20 @@ def test_run_of_a_python_file_offers_its_launch_functions(launchers, capsys):
     assert "functions there: launch, counted, slow_launch" in line
 
 
+def test_run_of_a_python_file_never_offers_a_private_helper(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    helper = "def _build(kernel=None):\n    return launch()\n\n\n"
+    text = LAUNCHERS.replace("def launch(", helper + "def launch(")
+    (tmp_path / "helpers.py").write_text(text)
+    assert main(["run", "helpers.py"]) == 2
+    line = one_error_line(capsys)
+    assert "kbdebug run helpers.py:launch " in line and "_build" not in line
+    (tmp_path / "only_private.py").write_text("def _launch(kernel):\n    pass\n")
+    assert main(["run", "only_private.py"]) == 2
+    line = one_error_line(capsys)
+    assert "_launch" not in line and "defines no public function" in line
+
+
 def test_run_of_a_missing_function_lists_the_ones_there(launchers, capsys):
     assert main(["run", "my_kernel.py:lanch"]) == 2
     line = one_error_line(capsys)

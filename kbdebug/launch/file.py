@@ -151,13 +151,16 @@ def scenario_functions(path: Path) -> list[str] | None:
     """Top-level functions of the Python file ``path`` that could build a Scenario, in order.
 
     Read and parsed, never run. Functions whose first parameter is ``tl`` are
-    kernels, not launchers: they are listed only when there is nothing else.
+    kernels, not launchers: they are listed only when there is nothing else. Private
+    names (``_launch``: a helper the launchers call, taking a kernel) never are.
     None when the file cannot be read or parsed.
     """
     tree = parse(path)
     if tree is None:
         return None
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    functions = [
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
+    ]
     launchers = [f.name for f in functions if not _is_kernel(f)]
     return launchers or [f.name for f in functions]
 
@@ -188,8 +191,8 @@ def run_hint(path: Path) -> str:
         return f"to record a kernel: kbdebug run {path}:FUNCTION"
     if not functions:
         return (
-            f"{path} defines no function; kbdebug run takes FILE.py:FUNCTION, a function "
-            "that returns an emulator.scenarios.Scenario"
+            f"{path} defines no public function; kbdebug run takes FILE.py:FUNCTION, a "
+            "function that returns an emulator.scenarios.Scenario"
         )
     first = functions[0]
     return f"record it with: kbdebug run {path}:{first} (functions there: {listed(functions)})"
