@@ -172,7 +172,9 @@ class Exploration:
     def _nominal_line(self) -> str:
         row = self.nominal
         said = f": {escape(row.message, 300)}" if row.message else ""
-        return f"nominal: {row.outcome}, end cycle {_cycle(row.end_cycle)}{said}"
+        # "deadlock on PEs 0, 1 at cycle 4: ..." names its outcome: said once.
+        outcome = "" if (row.message or "").startswith(row.outcome) else f"{row.outcome}, "
+        return f"nominal: {outcome}end cycle {_cycle(row.end_cycle)}{said}"
 
     def _counts_line(self) -> str:
         differing = self.differing()
