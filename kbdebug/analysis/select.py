@@ -1,4 +1,5 @@
-"""What a CI gate selects: findings by selector, and whether a run completed at all.
+"""What a CI gate selects: findings by selector, the order they are listed in, and whether a
+run completed at all.
 
 Selectors (``kbdebug report --fail-on``, comma lists or repeated):
 
