@@ -20,6 +20,7 @@ from emulator.config import HardwareConfig
 from emulator.dtypes import f32_kept
 from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.hardware.mesh import Mesh
+from emulator.kernel.fp_warnings import kernel_errstate
 from emulator.kernel.futures import RecvFuture
 from emulator.kernel.oplog import OpLog
 from emulator.kernel.source import LocationCache, is_kernel_code, launch_root
@@ -382,8 +383,9 @@ def _drive(launch: Launch, kernel, args: tuple) -> dict[int, int]:
     name = getattr(kernel, "__name__", "kernel")
 
     def body(tl: TL) -> None:
-        kernel(tl, *args)
-        tl._drain()
+        with kernel_errstate():  # numpy's warnings at the kernel's line, not ours
+            kernel(tl, *args)
+            tl._drain()
 
     def failed(program: _Program, error: Exception) -> Exception:
         """Record that the kernel raised ``error``; what run_kernel raises for it."""

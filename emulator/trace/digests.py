@@ -120,25 +120,28 @@ def digest_of(future: int, array: np.ndarray, f32: np.ndarray | None = None) -> 
         values = _f16_to_f32().take(data.view(np.uint16).reshape(-1), mode="clip")
     else:
         values = data
-    lo, hi = _MIN(values, None), _MAX(values, None)
-    # Pairwise summation in the values' own dtype (f32 for f16 and f32 data; int64 for
-    # ints, which sum() widens to): exact enough for a mean, half the time of summing
-    # in f64, and the same on every machine (a BLAS dot would be faster, but its
-    # rounding depends on the BLAS).
-    total = _SUM(values, None) if values.dtype.kind == "f" else values.sum()
-    nan = inf = 0
-    if values.dtype.kind == "f" and not (math.isfinite(lo) and math.isfinite(hi)):
-        # NaN propagates through min and max: only now are the counts worth a pass each.
-        nan_mask = np.isnan(values)
-        nan = int(nan_mask.sum())
-        inf = int(np.isinf(values).sum())
-        if nan:
-            finite = values[~nan_mask]
-            if finite.size == 0:
-                return Digest(future, math.nan, math.nan, math.nan, nan, inf, crc)
-            lo, hi, total = finite.min(), finite.max(), finite.sum()
-        return Digest(future, float(lo), float(hi), float(total) / (data.size - nan), nan, inf, crc)
-    return Digest(future, float(lo), float(hi), float(total) / data.size, 0, 0, crc)
+    # NaN and Inf are counted here, not faults of ours: numpy must not warn of them.
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo, hi = _MIN(values, None), _MAX(values, None)
+        # Pairwise summation in the values' own dtype (f32 for f16 and f32 data; int64 for
+        # ints, which sum() widens to): exact enough for a mean, half the time of summing
+        # in f64, and the same on every machine (a BLAS dot would be faster, but its
+        # rounding depends on the BLAS).
+        total = _SUM(values, None) if values.dtype.kind == "f" else values.sum()
+        nan = inf = 0
+        if values.dtype.kind == "f" and not (math.isfinite(lo) and math.isfinite(hi)):
+            # NaN propagates through min and max: only now are the counts worth a pass each.
+            nan_mask = np.isnan(values)
+            nan = int(nan_mask.sum())
+            inf = int(np.isinf(values).sum())
+            if nan:
+                finite = values[~nan_mask]
+                if finite.size == 0:
+                    return Digest(future, math.nan, math.nan, math.nan, nan, inf, crc)
+                lo, hi, total = finite.min(), finite.max(), finite.sum()
+            mean = float(total) / (data.size - nan)
+            return Digest(future, float(lo), float(hi), mean, nan, inf, crc)
+        return Digest(future, float(lo), float(hi), float(total) / data.size, 0, 0, crc)
 
 
 class TensorDef(NamedTuple):
