@@ -64,6 +64,9 @@ class FirstFailure:
     store_ordinal: tuple[int, int] | None = None
     #: The failing run's trace, kept (--open) or None.
     trace: str | None = None
+    #: What `kbdebug run` says of its first wrong block (the scenario's reference per
+    #: block), line by line; empty without a reference or a wrong block.
+    wrong_block: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         differ = None if self.lo is None else {"lo": self.lo, "hi": self.hi, "bytes": self.count}
@@ -224,7 +227,10 @@ class Exploration:
     def _first_lines(self, first: FirstFailure) -> list[str]:
         row = self.rows[first.seed]
         said = f": {escape(row.message, 300)}" if row.message else ""
+        if first.wrong_block:  # the block message `run` gives, not numpy's text cut short
+            said = f": {escape(first.wrong_block[0], 500)}"
         lines = [f"first differing run, seed {first.seed}{said}"]
+        lines += [f"  {escape(line.strip(), 500)}" for line in first.wrong_block[1:]]
         if first.lo is not None:
             where = f"  HBM bytes 0x{first.lo:x}..0x{first.hi:x} differ from the nominal run's"
             where += f" ({first.count:,} bytes)"

@@ -53,6 +53,7 @@ def first_failure(nominal: PointTask, failing: PointTask, keep: Path | None) -> 
             handle.close()
     try:
         found = FirstFailure(failing.index, trace=str(keep) if keep is not None else None)
+        found = replace(found, wrong_block=_wrong_block(path, got))
         a, b = _allocated(expected.memory), _allocated(got.memory)
         differ = np.flatnonzero(a[: b.size] != b[: a.size])
         if differ.size:
@@ -91,6 +92,25 @@ def _with_store(found: FirstFailure, path: Path, addr: int) -> FirstFailure:
         store_bytes=nbytes,
         store_ordinal=(nth, per_line[line]),
     )
+
+
+def _wrong_block(path: Path, scenario: Any) -> tuple[str, ...]:
+    """What `kbdebug run` says of the first stored block of the run at ``path`` that
+    differs from ``scenario``'s reference per block; nothing without one (or when the
+    user's reference raises: the row's message stands)."""
+    if scenario.reference is None:
+        return ()
+    from kbdebug.analysis.wrong_block import first_wrong_block
+    from kbdebug.replay import Replay
+
+    def read(addr: int, shape: tuple[int, ...], dtype: str):
+        return scenario.memory.get(addr, shape, dtype)
+
+    try:
+        wrong = first_wrong_block(Replay.open(path), scenario.reference, read)
+    except Exception:  # noqa: BLE001 - the user's reference: the row's message says it
+        return ()
+    return () if wrong is None else tuple(wrong.lines())
 
 
 def _allocated(memory: Any) -> np.ndarray:
