@@ -90,7 +90,7 @@ def group_across_pes(
         groups.setdefault((f.rule, _base(f.id, f.pe)), []).append(f)
     out = []
     for (_, base), members in groups.items():
-        members.sort(key=lambda f: f.pe)
+        members = _one_per_pe(members)
         first = members[0]
         pes = tuple(f.pe for f in members)
         each = max(1, MAX_EVENTS // len(members))
@@ -117,6 +117,29 @@ def group_across_pes(
         out = [g for g in (_launch_gap(f, ends, start, floor) for f in out) if g is not None]
     out.sort(key=lambda f: (f.events[0] if f.events else f.start, f.id))
     return out
+
+
+def _one_per_pe(members: list[Finding]) -> list[Finding]:
+    """``members`` sorted by PE, one each: two findings of one rule and site on one PE
+    (one line's occurrences split by the rule) are that PE's one finding, their counts
+    and stalls added, its gains the larger (the line's edit covers both), never a PE
+    listed twice."""
+    by_pe: dict[int, Finding] = {}
+    for f in sorted(members, key=lambda f: (f.pe, -f.saving)):
+        seen = by_pe.get(f.pe)
+        if seen is None:
+            by_pe[f.pe] = f
+            continue
+        by_pe[f.pe] = replace(
+            seen,
+            start=min(seen.start, f.start),
+            end=max(seen.end, f.end),
+            events=tuple(sorted({*seen.events, *f.events})),
+            count=seen.count + f.count,
+            stall=seen.stall + f.stall,
+            pe_saving=max(seen.pe_saving, f.pe_saving),
+        )
+    return list(by_pe.values())
 
 
 def _launch_gap(f: Finding, ends: dict[int, int], start: int, floor: float) -> Finding | None:

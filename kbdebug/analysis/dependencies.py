@@ -3,7 +3,8 @@
 From what each command reads (format 1.3) and the program's order, fills a
 :class:`~kbdebug.analysis.model.Program`'s ``need_at``/``need`` (per step, the
 commands whose data it needs), ``first_use`` (per wait, the step that first needs
-its value), ``fences`` (per load, the waited stores of its PE it reads back),
+its value), ``fences`` (per load, the earlier stores of its PE it reads back), ``overwritten_at``
+(per load or store, the first later store of its PE to the same bytes),
 ``floor`` (per step, the last step no issue may move above) and ``producer`` (per send
 of computed data, the compute that produced it).
 """
@@ -35,9 +36,19 @@ if TYPE_CHECKING:
 MAX_RANGE_FENCES = 4096
 
 
-def dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes, stores) -> None:
+def dependencies(
+    prog: Program,
+    reads: list[tuple[int, int]],
+    addr,
+    nbytes,
+    stores,
+    times=None,
+    outside: frozenset[int] = frozenset(),
+) -> None:
     """Fill ``prog``'s needs, first uses, fences and floors from what its steps read.
-    ``stores``: (first byte, end, PE) of every store of the launch."""
+    ``stores``: (first byte, end, PE) of every store of the launch; ``times``: per command,
+    the cycle a store landed and the cycle a load read HBM (-1: never), when known;
+    ``outside``: loads and stores that reach outside their tensor (no fence is theirs)."""
     lo_all, hi_all, pe_all = stores
 
     def foreign(c: int) -> bool:
@@ -104,9 +115,8 @@ def dependencies(prog: Program, reads: list[tuple[int, int]], addr, nbytes, stor
     for s, use in recv_need.items():
         if use < n:
             pairs.append((use, cmds[s]))
-    # Fences: a load reading back bytes of a store this PE waited before issuing it.
-    if store_waits:
-        _fences(prog, store_waits, floor, addr, nbytes)
+    # Fences: a load reading back bytes of a store this PE issued before it.
+    _fences(prog, store_waits, floor, addr, nbytes, times, outside)
     # Needs of a step, CSR.
     pairs = sorted(set(pairs))
     need_at = np.zeros(n + 1, dtype=np.int64)
@@ -142,47 +152,99 @@ def send_producers(prog: Program, reads: list[tuple[int, int]], shape, dtype) ->
             prog.producer[s] = latest.get(key, -1) if prog.knows_reads else -1
 
 
-def _fences(prog, store_waits, floor, addr, nbytes) -> None:
-    """Loads that read back a store's bytes after its wait: each needs the store landed
-    and may not be issued above that wait."""
+def _fences(prog, store_waits, floor, addr, nbytes, times=None, outside=frozenset()) -> None:
+    """Loads that read back bytes an earlier store of this PE writes: each needs the store
+    landed, and may not be issued above the store's wait (above its issue when the kernel
+    did not wait it first: that pair is a hazard, and the load still follows the store).
+    A store not waited before the load is a fence only when this run read its bytes
+    after it landed (else the run read the old bytes, and no bound may assume otherwise).
+    Also, per load or store, the first later store of this PE to overlapping bytes
+    (``prog.overwritten_at``): a wait on the access may not move below it."""
 
     def span(c: int) -> tuple[int, int]:
+        if c in outside:  # bytes it did not mean to touch: no order is built on them
+            return -1, -1
         lo = int(addr[c]) if 0 <= c < len(addr) else -1
         return lo, lo + (int(nbytes[c]) if 0 <= c < len(nbytes) else 0)
 
+    def landed_first(store: int, load: int) -> bool:
+        if times is None:
+            return True
+        landed, read = times
+        if not (0 <= store < len(landed) and 0 <= load < len(read)):
+            return False
+        return 0 <= landed[store] <= read[load]
+
     kinds, cmds = prog.kind, prog.cmd
-    by_range = len(store_waits) <= MAX_RANGE_FENCES
-    # Waited stores so far, sorted by their first byte; a load's candidates are those
-    # starting less than the longest store before its end.
-    starts: list[int] = []
-    rows: list[tuple[int, int, int, int]] = []  # (lo, hi, wait step, store)
-    longest = 0
-    last_wait, last_store = -1, -1
-    waits = sorted(store_waits)
-    w_at = 0
-    for s in range(len(prog)):
-        while w_at < len(waits) and waits[w_at][0] < s:
-            w, c = waits[w_at]
+    n = len(prog)
+    wait_of: dict[int, int] = {}
+    for w, c in store_waits:
+        wait_of.setdefault(c, w)
+    n_stores = sum(1 for k in kinds if k == STORE)
+    if n_stores > MAX_RANGE_FENCES:
+        # Too many to match by range: a load follows the last store waited before it.
+        last_wait, last_store = -1, -1
+        waits = sorted(store_waits)
+        w_at = 0
+        for s in range(n):
+            while w_at < len(waits) and waits[w_at][0] < s:
+                last_wait, last_store = waits[w_at]
+                w_at += 1
+            if kinds[s] == LOAD and last_store >= 0:
+                prog.fences[cmds[s]] = (last_store,)
+                floor[s] = max(floor[s], last_wait)
+        return
+    # Stores so far (forward) or later (backward), sorted by their first byte; an access's
+    # candidates are those starting less than the longest store before its end.
+    earlier = _Spans()
+    for s in range(n):
+        k = kinds[s]
+        if k == LOAD:
+            c = cmds[s]
             lo, hi = span(c)
-            w_at += 1
-            last_wait, last_store = w, c
-            if lo < 0:
-                continue
-            i = bisect.bisect_left(starts, lo)
-            starts.insert(i, lo)
-            rows.insert(i, (lo, hi, w, c))
-            longest = max(longest, hi - lo)
-        if kinds[s] != LOAD or w_at == 0:
+            hit = earlier.overlapping(lo, hi)
+            if hit:
+                waited = {st for _, st in hit if wait_of.get(st, n) < s}
+                fenced = tuple(st for _, st in hit if st in waited or landed_first(st, c))
+                if fenced:
+                    prog.fences[c] = fenced
+                gates = [wait_of[st] if st in waited else step for step, st in hit]
+                floor[s] = max(floor[s], max(gates))
+        elif k == STORE:
+            lo, hi = span(cmds[s])
+            if lo >= 0:
+                earlier.add(lo, hi, s, cmds[s])
+    later = _Spans()
+    for s in range(n - 1, -1, -1):
+        k = kinds[s]
+        if k not in (LOAD, STORE):
             continue
-        c = cmds[s]
-        if not by_range:
-            prog.fences[c] = (last_store,)
-            floor[s] = max(floor[s], last_wait)
-            continue
-        lo, hi = span(c)
-        first = bisect.bisect_right(starts, lo - longest)
-        last = bisect.bisect_left(starts, hi)
-        hit = [(w, st) for a, b, w, st in rows[first:last] if a < hi and b > lo]
+        lo, hi = span(cmds[s])
+        hit = later.overlapping(lo, hi)
         if hit:
-            prog.fences[c] = tuple(st for _, st in hit)
-            floor[s] = max(floor[s], max(w for w, _ in hit))
+            prog.overwritten_at[cmds[s]] = min(step for step, _ in hit)
+        if k == STORE and lo >= 0:
+            later.add(lo, hi, s, cmds[s])
+
+
+class _Spans:
+    """Byte ranges [lo, hi) with a step and a command each, found by overlap."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.rows: list[tuple[int, int, int, int]] = []
+        self.longest = 0
+
+    def add(self, lo: int, hi: int, step: int, cmd: int) -> None:
+        i = bisect.bisect_left(self.starts, lo)
+        self.starts.insert(i, lo)
+        self.rows.insert(i, (lo, hi, step, cmd))
+        self.longest = max(self.longest, hi - lo)
+
+    def overlapping(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """(step, command) of every range overlapping [lo, hi)."""
+        if lo < 0 or not self.rows:
+            return []
+        first = bisect.bisect_right(self.starts, lo - self.longest)
+        last = bisect.bisect_left(self.starts, hi)
+        return [(st, c) for a, b, st, c in self.rows[first:last] if a < hi and b > lo]

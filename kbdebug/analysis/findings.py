@@ -104,10 +104,10 @@ from kbdebug.analysis.model import (
     _ints,
     build_model,
 )
-from kbdebug.analysis.racy_lines import on_racy_line
 from kbdebug.analysis.retime import simulate_launch
 from kbdebug.analysis.stream_edits import MAX_AHEAD, StreamEdits, _Group, merge_by_line
-from kbdebug.analysis.wording import words
+from kbdebug.analysis.unsafe_lines import on_unsafe_line
+from kbdebug.analysis.wording import line_count, words
 from kbdebug.replay.index import NONE
 from kbdebug.replay.timing import event_times
 
@@ -345,7 +345,7 @@ class _Diagnosis(StreamEdits):
         def add(groups: list[_Group]) -> None:
             for g in groups:
                 g.cmds = [c for c in g.cmds if c not in taken]
-                if not g.cmds or on_racy_line(self, g.cmds):
+                if not g.cmds or on_unsafe_line(self, g.cmds):
                     continue
                 gain = self.gain(g)
                 if gain > 0:
@@ -384,7 +384,7 @@ class _Diagnosis(StreamEdits):
         for g, gain in sorted(candidates, key=rank):
             # A fix that touches waits another one already covers is not a second finding;
             # one on a hazard's line would keep the race (the hazard comes first).
-            if gain <= 0 or any(c in taken for c in g.cmds) or on_racy_line(self, g.cmds):
+            if gain <= 0 or any(c in taken for c in g.cmds) or on_unsafe_line(self, g.cmds):
                 continue
             found.append((g, gain))
             taken.update(g.cmds)
@@ -500,7 +500,7 @@ class _Diagnosis(StreamEdits):
             suggestion=suggestion,
             saving=int(saving),
             share=saving / achieved,
-            count=len(g.cmds),
+            count=line_count(self, g),
             stall=int(stall),
             call_loc=getattr(loc, "caller", None),
             line_id=line_id(g.rule, loc, prog.pe),

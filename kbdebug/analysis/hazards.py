@@ -28,6 +28,7 @@ HAZARD_RULES = {
     "KB201": "read-after-write",
     "KB202": "write-after-read",
     "KB203": "write-after-write",
+    "KB204": "out-of-bounds",  # a range outside its tensor: kbdebug.analysis.oob
 }
 #: The selector that picks every hazard (``--fail-on hazard``).
 HAZARD_SELECTOR = "hazard"

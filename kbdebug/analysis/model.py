@@ -14,8 +14,9 @@ between them:
   whose output has the sent tile's shape and dtype is taken), so the bound lets a send
   leave as soon as that data is ready, wherever the kernel issued it;
 - a host read of loaded data gates the addresses issued after it;
-- a load that reads back bytes a store of the same PE wrote, after the kernel
-  waited that store, needs the store landed (the wait was a fence);
+- a load that reads back bytes an earlier store of the same PE wrote needs the store
+  landed and is never issued above the store's wait (its issue when it was not waited:
+  a hazard), and a wait on an access never moves below a later store to its bytes;
 - a wait on a receive also orders the loads, stores and sends issued after it
   (the message may be the signal that their data is ready).
 
@@ -153,8 +154,12 @@ class Program:
     #: Per send step that reads no loaded or received data: the step of the compute that
     #: produced what it sends (-1: none matches, the send stays where it was issued).
     producer: dict[int, int] = field(default_factory=dict)
-    #: Per load command: the stores of this PE it reads back after waiting them.
+    #: Per load command: the earlier stores of this PE whose bytes it reads back (waited
+    #: before it, or landed before it read in this run).
     fences: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Per load or store command: the step of the first later store of this PE to
+    #: overlapping bytes (a wait on the access may not move below it).
+    overwritten_at: dict[int, int] = field(default_factory=dict)
     #: Per step: the last step before it that no issue may move above (a host read, a
     #: wait on a receive; for a load also the wait of a store it reads back); -1: none.
     floor: array[int] = field(default_factory=lambda: array("q"))
@@ -361,6 +366,7 @@ def build_model(index: TraceIndex) -> Model:
     n_cmds = len(cmds.issue)
     hold = hold_cycles(index).astype(np.int64)
     t_complete = event_times(index, cmds.complete)
+    t_read = event_times(index, cmds.grant)
     complete_ev = np.asarray(cmds.complete, dtype=np.int64)
     step_of_op = _step_of_command(index)
     starts, ends = kernel_spans(index)
@@ -402,6 +408,11 @@ def build_model(index: TraceIndex) -> Model:
     )
     run_ok = status in (None, "ok") and not index.truncated and index.footer is not None
     from kbdebug.analysis.dependencies import dependencies, send_producers
+    from kbdebug.analysis.oob import outside_commands
+
+    # Accesses outside their tensor (KB204) read or write bytes they did not mean to:
+    # no fence is built on them.
+    outside = frozenset(outside_commands(index))
 
     programs: dict[int, Program] = {}
     sender: dict[int, int] = {}
@@ -501,7 +512,7 @@ def build_model(index: TraceIndex) -> Model:
             for b, n in zip(read_by[mine].tolist(), read_cmd[mine].tolist(), strict=True)
             if b in step_of_cmd
         ]
-        dependencies(prog, pairs, cmds.addr, cmds.nbytes, stores)
+        dependencies(prog, pairs, cmds.addr, cmds.nbytes, stores, (t_complete, t_read), outside)
         send_producers(prog, pairs, cmds.shape, cmds.dtype)
         prog.composites = {}
         for i, inside in inner.items():

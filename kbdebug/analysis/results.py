@@ -19,6 +19,7 @@ from kbdebug.analysis.hbm_share import StackBound, stack_bounds
 from kbdebug.analysis.identity import with_stable_ids
 from kbdebug.analysis.imbalance import Imbalance, imbalance_of
 from kbdebug.analysis.model import Model, PEBound, build_model, launch_efficiency
+from kbdebug.analysis.oob import out_of_bounds
 from kbdebug.analysis.select import incomplete
 from kbdebug.analysis.summary import (
     FutureRow,
@@ -81,8 +82,12 @@ class Analysis:
     @property
     def hazards(self) -> list[Hazard]:
         """Every hazard (KB2xx): pairs of accesses to overlapping HBM bytes, at least one
-        a store, that no wait or message orders, one per pair of lines, by first occurrence."""
-        return self._once("_hazards", lambda: find_hazards(self.replay.index))
+        a store, that no wait or message orders, one per pair of lines, by first occurrence;
+        then the lines whose accesses reach outside their tensor (KB204)."""
+        return self._once(
+            "_hazards",
+            lambda: find_hazards(self.replay.index) + out_of_bounds(self.replay.index),
+        )
 
     @property
     def imbalance(self) -> Imbalance | None:

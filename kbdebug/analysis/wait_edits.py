@@ -7,6 +7,7 @@ edit that fixes them, for the re-timing to price.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,9 @@ def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list
         if post is None or kinds[post] != wanted or bool(d.blocking[c]) != blocking:
             continue
         use = prog.first_use.get(s, s)
+        # A later store to the bytes it reads must still find the load over (else the
+        # store may land before the load reads): the wait stays above that store.
+        use = min(use, prog.overwritten_at.get(c, use))
         # Work between the wait and the first use: what the wait held up for nothing.
         if use <= s + 1 or d.compute_steps[min(use, d.n)] - d.compute_steps[s + 1] <= 0:
             continue
@@ -54,7 +58,7 @@ def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list
             continue
         keys = {d.wait_step[c]: moves[d.wait_step[c]] for c in group}
         first = min(group, key=lambda c: d.wait_step[c])
-        use = prog.first_use[d.wait_step[first]]
+        use = math.ceil(keys[d.wait_step[first]])
         info = {"use_loc": _step_loc(d, use), "kind": "receive" if rule == "KB109" else "load"}
         if blocking:
             info["ahead"] = 0
@@ -65,10 +69,11 @@ def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list
 def store_wait_groups(d: _Diagnosis) -> list[_Group]:
     """KB108: waits on stores and sends long before anything needs them landed.
 
-    A store whose bytes a later load of this PE reads back: the wait moves right before
-    that load (when work lies between). One another PE reads back later: a needed
-    fence, left alone. Otherwise, and for sends: the wait is dropped (the kernel's end
-    drains them)."""
+    A store whose bytes a later load of this PE reads back, or a later store of this PE
+    writes again: the wait moves right before the first of them (when work lies
+    between; a wait dropped there would leave the two unordered). One another PE reads
+    back later: a needed fence, left alone. Otherwise, and for sends: the wait is
+    dropped (the kernel's end drains them)."""
     prog = d.prog
     cmds = d.index.commands
     readers: dict[int, int] = {}
@@ -77,6 +82,9 @@ def store_wait_groups(d: _Diagnosis) -> list[_Group]:
         if s is None:
             continue
         for st in stores:
+            readers[st] = min(readers.get(st, s), s)
+    for st, s in prog.overwritten_at.items():
+        if st in d.wait_step and prog.kind[d.issue_step.get(st, 0)] == STORE:
             readers[st] = min(readers.get(st, s), s)
     by_loc: dict[tuple[int, str], list[int]] = defaultdict(list)
     moves: dict[int, float] = {}
@@ -96,21 +104,23 @@ def store_wait_groups(d: _Diagnosis) -> list[_Group]:
             if d.compute_steps[reload] - d.compute_steps[s + 1] <= 0:
                 continue  # the fence is where it belongs
             moves[s] = reload - 0.5
-            by_loc[(int(d.index.futures.wait_loc[cmds.future[c]]), "reload")].append(c)
+            by_loc[(int(d.index.futures.wait_loc[cmds.future[c]]), kind)].append(c)
             continue
         if kind == "store" and _read_elsewhere(d, c, s):
             continue
         by_loc[(int(d.index.futures.wait_loc[cmds.future[c]]), kind)].append(c)
     out = []
+    # One finding per wait line: its waits whose bytes are used again move down to that
+    # use, the others are dropped (one line's waits, one edit, one finding).
     for (loc_id, kind), group in by_loc.items():
-        if kind == "reload":
-            keys = {d.wait_step[c]: moves[d.wait_step[c]] for c in group}
-            reload = readers[group[0]]
-            info = {"kind": "store", "reload_loc": _step_loc(d, reload)}
-            out.append(_Group("KB108", loc_id, group, keys, info=info))
-        else:
-            dropped = frozenset(d.wait_step[c] for c in group)
-            out.append(_Group("KB108", loc_id, group, {}, dropped, info={"kind": kind}))
+        keys = {d.wait_step[c]: moves[d.wait_step[c]] for c in group if d.wait_step[c] in moves}
+        dropped = frozenset(d.wait_step[c] for c in group if d.wait_step[c] not in moves)
+        info: dict = {"kind": kind}
+        if keys:
+            reload = readers[next(c for c in group if d.wait_step[c] in moves)]
+            again = "store" if prog.kind[reload] == STORE else "load"
+            info.update(reload_loc=_step_loc(d, reload), reload_op=again, dropped=len(dropped))
+        out.append(_Group("KB108", loc_id, group, keys, dropped, info=info))
     return out
 
 

@@ -48,6 +48,23 @@ def times(count: int) -> str:
     return "once" if count == 1 else f"{count:,} times"
 
 
+def line_count(d: Diagnosis, g: Group) -> int:
+    """How many of the group's commands the finding's own line issued or waited: a fix
+    naming two lines (the A and B tiles of a step) covers both lines' commands, but the
+    count the finding gives is of its line (a stream primed from another line counts
+    only the issues of the line named)."""
+    index = d.index
+    fut_of, wait_loc = index.commands.future, index.futures.wait_loc
+    at_line = 0
+    for c in g.cmds:
+        if not 0 <= c < len(d.loc):
+            continue
+        f = int(fut_of[c])
+        waited = int(wait_loc[f]) if 0 <= f < len(wait_loc) else -1
+        at_line += int(d.loc[c]) == g.loc_id or waited == g.loc_id
+    return at_line or len(g.cmds)
+
+
 def wait_where(d: Diagnosis, cmds: Iterable[int]) -> str:
     """Where most of ``cmds`` were waited."""
     index = d.index
@@ -58,7 +75,7 @@ def wait_where(d: Diagnosis, cmds: Iterable[int]) -> str:
 
 def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[str, str]:
     """The message and the suggestion of a group's finding."""
-    at, n, info = where(loc), len(g.cmds), g.info or {}
+    at, n, info = where(loc), line_count(d, g), g.info or {}
     lat = d.prog.hw.hbm_latency
     if g.rule == "KB101" and info.get("ahead") == 0:
         use = info.get("use_loc")
@@ -163,11 +180,19 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
         what = info["kind"]
         reload = info.get("reload_loc")
         if reload is not None:
+            again = info.get("reload_op", "load")
+            does = "reads the bytes back" if again == "load" else "writes the bytes again"
             message = (
                 f"tl.wait at {at} waited for a store to land {times(n)}, stalling {stall:,} "
-                f"cycles, long before the load at {where(reload)} reads the bytes back"
+                f"cycles, long before the {again} at {where(reload)} {does}"
             )
-            suggestion = f"move the tl.wait down to just before the load at {where(reload)}"
+            suggestion = f"move the tl.wait down to just before the {again} at {where(reload)}"
+            if info.get("dropped"):
+                kept = times(max(n - info["dropped"], 1))
+                suggestion += (
+                    f" where it {does.split(' ')[0]} them ({kept}); drop it where nothing uses "
+                    f"the bytes again ({times(info['dropped'])})"
+                )
             return message, suggestion
         message = (
             f"tl.wait at {at} waited for a {what} to land {times(n)}, stalling {stall:,} "

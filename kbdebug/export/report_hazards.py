@@ -44,8 +44,15 @@ def hazard_lines(hazards: list[Hazard]) -> list[str]:
         times = f"{h.count:,} time{'s' if h.count != 1 else ''}"
         lines += [
             f"  {escape(h.rule, 16)} {escape(h.title, 64)}  on {where}{on}; {times}",
-            f"      first:  {_side(h.first)}",
-            f"      second: {_side(h.second)}",
+        ]
+        # An access outside its tensor (KB204) is one access, not a pair.
+        sides = (
+            [("access", h.first)]
+            if h.first is h.second
+            else [("first", h.first), ("second", h.second)]
+        )
+        lines += [f"      {name + ':':<7} {_side(side)}" for name, side in sides]
+        lines += [
             f"      bytes: {escape(h.where, 256)}",
             f"      {escape(h.message)}",
             f"      fix: {escape(h.suggestion)}",

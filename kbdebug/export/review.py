@@ -130,6 +130,13 @@ RULE_HELP = {
         "left depend on timing. Wait on the first store before the second. The line named is "
         "the second store.",
     ),
+    "KB204": RuleHelp(
+        "A load or store reaches outside the tensor it starts in.",
+        "A load or store whose byte range starts in one named tensor and runs past its end "
+        "(into another tensor or bytes no tensor names), or starts before one and runs into "
+        "it: it read or wrote bytes its line did not mean to (an index or page past the "
+        "end). Keep the range inside the tensor. The line named is the access.",
+    ),
 }
 
 

@@ -1,0 +1,183 @@
+"""Out-of-bounds accesses (KB204): a load or store that reaches outside the tensor it starts in.
+
+A trace of format 1.5 names its tensors (``Trace.tensors``, base, shape and dtype). A
+load or store moves one contiguous byte range; when the tensor holding its first byte
+does not hold its last (it runs past that tensor's end into the next tensor or into
+unnamed bytes), or it starts in no tensor but runs into one, it read or wrote bytes its
+line did not mean to: a wrong index, a page past the table's end. That is wrong, not
+slow: it is reported with the hazards (any one fails ``--fail-on any`` or ``hazard``),
+and no performance finding is built on such an access (a read past a tensor's end is
+no read-back of the bytes it happened to hit). A trace that names no tensors gives none.
+
+One hazard stands for every such access of one line, on every PE: the line, the PEs,
+the slice of the tensor it started in (the bytes it meant), and the bytes outside it,
+named as a slice where another tensor holds them.
+"""
+
+from __future__ import annotations
+
+from emulator.trace.digests import TensorDef, read_tensors
+from kbdebug.analysis.hazard_order import accesses_of
+from kbdebug.analysis.hazards import MAX_OCCURRENCES, Hazard, HazardAccess
+from kbdebug.analysis.identity import call_identity
+from kbdebug.replay.slices import Tensors, address_text
+from kbdebug.replay.tables import TraceIndex
+
+RULE = "KB204"
+TITLE = "out-of-bounds"
+
+
+def _tensors(index: TraceIndex) -> Tensors | None:
+    listed = index.header.get("tensors")
+    if not listed:
+        return None
+    try:
+        return Tensors(read_tensors(listed))
+    except ValueError:  # checked when the trace was read; a hand-made index may lack it
+        return None
+
+
+def _started_in(tensors: Tensors, lo: int, hi: int) -> TensorDef | None:
+    """The tensor an access [lo, hi) meant: the innermost holding its first byte, else
+    (it starts in unnamed bytes) the first tensor it runs into."""
+    held = tensors.containing(lo, 1)
+    if held is not None:
+        return held
+    for tensor in tensors.tensors:
+        if tensor.addr >= hi:
+            break
+        if tensor.addr + tensor.nbytes > lo:
+            return tensor
+    return None
+
+
+def outside_commands(index: TraceIndex) -> dict[int, tuple[TensorDef, int, int]]:
+    """Per access that reaches outside the tensor it starts in: (that tensor, the first
+    byte outside it, the end of the bytes outside). Empty without named tensors."""
+    out: dict[int, tuple[TensorDef, int, int]] = {}
+    tensors = _tensors(index)
+    if tensors is not None and len(tensors):
+        acc = accesses_of(index)
+        for row in range(len(acc.cmd)):
+            lo, hi = int(acc.lo[row]), int(acc.hi[row])
+            if tensors.containing(lo, hi - lo) is not None:
+                continue
+            meant = _started_in(tensors, lo, hi)
+            if meant is None:  # nothing named near it: bytes the trace does not name
+                continue
+            end = meant.addr + meant.nbytes
+            if lo < meant.addr:  # starts below it, runs into it
+                out[int(acc.cmd[row])] = (meant, lo, meant.addr)
+            else:
+                out[int(acc.cmd[row])] = (meant, end, hi)
+    return out
+
+
+def out_of_bounds(index: TraceIndex) -> list[Hazard]:
+    """Every line whose loads or stores reach outside their tensor, one hazard each (by
+    line and PE side), ordered by the first such access."""
+    outside = outside_commands(index)
+    if not outside:
+        return []
+    tensors = _tensors(index)
+    cm = index.commands
+    by_line: dict[int, list[int]] = {}
+    for cmd in sorted(outside, key=lambda c: int(cm.issue[c])):
+        by_line.setdefault(int(cm.loc[cmd]), []).append(cmd)
+    out = [_hazard(index, tensors, outside, cmds) for cmds in by_line.values()]
+    out.sort(key=lambda h: h.occurrences[0])
+    return out
+
+
+def _access(index: TraceIndex, cmd: int) -> HazardAccess:
+    cm, fu = index.commands, index.futures
+    store = "store" in index.string(int(cm.op[cmd]))
+    happen = int(cm.complete[cmd] if store else cm.grant[cmd])
+    future = int(cm.future[cmd])
+    wait_loc = None
+    if future >= 0 and int(fu.wait_begin[future]) >= 0:
+        wait_loc = index.loc(int(fu.wait_loc[future]))
+    return HazardAccess(
+        pe=int(cm.pe[cmd]),
+        op=index.string(int(cm.op[cmd])),
+        loc=index.loc(int(cm.loc[cmd])),
+        issue=int(cm.issue[cmd]),
+        happen=happen,
+        cycle=int(index.columns.time[happen]) if happen >= 0 else -1,
+        wait_loc=wait_loc,
+    )
+
+
+def _hazard(index: TraceIndex, tensors, outside, cmds: list[int]) -> Hazard:
+    cm = index.commands
+    first = cmds[0]
+    access = _access(index, first)
+    meant, out_lo, out_hi = outside[first]
+    lo, hi = int(cm.addr[first]), int(cm.addr[first] + cm.nbytes[first])
+    inside_lo, inside_hi = max(lo, meant.addr), min(hi, meant.addr + meant.nbytes)
+    meant_text = tensors.where(inside_lo, inside_hi - inside_lo)
+    if meant_text.startswith("0x"):
+        meant_text = f"{meant.name} ({meant_text})"
+    beyond = "past the end of" if out_lo >= meant.addr else "before the start of"
+    other = tensors.containing(out_lo, out_hi - out_lo)
+    into = f", in {tensors.where(out_lo, out_hi - out_lo)}" if other is not None else ""
+    if other is None:
+        into = ", into bytes no tensor names"
+    where = f"{address_text(out_lo, out_hi - out_lo)} {beyond} {meant.name}{into}"
+    verb = "stores" if access.is_store else "loads"
+    pes = tuple(sorted({int(cm.pe[c]) for c in cmds}))
+    on = f"PE {access.pe}" if len(pes) == 1 else f"PEs {', '.join(map(str, pes[:8]))}"
+    count = len(cmds)
+    times = f" ({count:,} times on {on})" if count > 1 else ""
+    what = "read" if not access.is_store else "wrote"
+    message = (
+        f"{on} {verb} {hi - lo:,} bytes at "
+        f"{_site(access.loc)} starting in {meant_text}: {out_hi - out_lo:,} of them lie "
+        f"{where}{times}; the run {what} bytes the line did not mean to"
+    )
+    suggestion = (
+        f"check the address computed at {_site(access.loc)} (an index or a page past the "
+        f"end of the tensor it means to read or write): keep the whole range inside one "
+        f"tensor"
+    )
+    events = sorted(
+        {
+            int(cm.complete[c] if "store" in index.string(int(cm.op[c])) else cm.grant[c])
+            for c in cmds
+        }
+        - {-1}
+    ) or [int(cm.issue[first])]
+    identity = f"{RULE}:{call_identity(index, access.loc)}"
+    line = f"{RULE}:{access.loc.file}:{access.loc.line}" if access.loc else f"{RULE}:<unknown>:0"
+    if len(pes) == 1 and pes[0] > 0:
+        identity, line = identity + f":pe{pes[0]}", line + f":pe{pes[0]}"
+    return Hazard(
+        id=identity,
+        rule=RULE,
+        title=TITLE,
+        first=access,
+        second=access,
+        lo=out_lo,
+        hi=out_hi,
+        where=where,
+        across_pes=False,
+        outcome=f"the run {what} {out_hi - out_lo:,} bytes outside {meant.name}",
+        message=message,
+        suggestion=suggestion,
+        fix_loc=access.loc,
+        fix_pe=access.pe,
+        pes=pes,
+        pe_pairs=tuple((p, p) for p in pes),
+        count=count,
+        occurrences=tuple(events[:MAX_OCCURRENCES]),
+        line_id=line,
+    )
+
+
+def _site(loc) -> str:
+    if loc is None:
+        return "?"
+    return f"{loc} (called from {loc.caller})" if loc.caller is not None else str(loc)
+
+
+__all__ = ["RULE", "out_of_bounds", "outside_commands"]
