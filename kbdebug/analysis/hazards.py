@@ -198,7 +198,7 @@ def _hazard(index, acc, pairs, members, second_event, rule, tensors) -> Hazard:
     across = a.pe != b.pe
     send = int(pairs.known_send[first_at])
     fix_loc, fix_pe, suggestion = _fix(index, a, b, send)
-    outcome = _outcome(a, b)
+    outcome = _outcome(a, b) + _tally(acc, pairs, members)
     message = _message(a, b, where, outcome, len(members))
     occurrences = tuple(int(e) for e in np.unique(events)[:MAX_OCCURRENCES])
     identity = f"{rule}:{call_identity(index, b.loc)}&{call_identity(index, a.loc)}"
@@ -269,6 +269,27 @@ def _outcome(a: HazardAccess, b: HazardAccess) -> str:
     when = f"the load read at cycle {load.cycle:,}, the store "
     when += f"landed at cycle {store.cycle:,}" if store.happen >= 0 else "never landed"
     return f"this run read the {'new' if new else 'old'} bytes ({when})"
+
+
+def _tally(acc: Accesses, pairs: Unordered, members: np.ndarray) -> str:
+    """Of several pairs of the two lines, how often this run did what breaks the result
+    (the first pair's outcome alone can read the new bytes while a later one read the
+    old): ``; the load read the old bytes 1 of 4 times``."""
+    n = len(members)
+    if n < 2:
+        return ""
+    first, second = pairs.first[members], pairs.second[members]
+    a_at, b_at = acc.happen[first], acc.happen[second]
+    a_store, b_store = acc.write[first].astype(bool), acc.write[second].astype(bool)
+    if a_store.all() and b_store.all():
+        landed = (a_at >= 0) & (b_at >= 0)
+        against = int((landed & (a_at > b_at)).sum())
+        return f"; the first-issued store landed last {against:,} of {n:,} times"
+    store_at = np.where(a_store, a_at, b_at)
+    load_at = np.where(a_store, b_at, a_at)
+    read = load_at >= 0
+    old = int((read & ~((store_at >= 0) & (store_at < load_at))).sum())
+    return f"; the load read the old bytes {old:,} of {n:,} times"
 
 
 def _message(a: HazardAccess, b: HazardAccess, where: str, outcome: str, count: int) -> str:
