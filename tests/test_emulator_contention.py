@@ -124,7 +124,10 @@ def test_sharing_off_writes_the_header_and_version_it_did_before(tmp_path):
     memory = Memory(1 << 16)
     ptr = memory.alloc(3 * NBYTES)
     off = CFG.replace(hbm_stack_pes=0)
-    run_kernel(two_loads_and_a_store, (ptr,), (2,), memory, off, trace=path, digests=False)
+    run_kernel(
+        two_loads_and_a_store, (ptr,), (2,), memory, off, trace=path, digests=False,
+        provenance=False,
+    )  # fmt: skip
     trace = read_trace(path)
     assert trace.version == (1, 3)
     assert "hbm_stacks" not in trace.header
@@ -141,7 +144,15 @@ def test_a_shared_run_is_a_1_4_trace_that_both_reader_paths_read(tmp_path):
     ptr = memory.alloc(3 * NBYTES)
     rec = MemoryRecorder()
     run_kernel(
-        two_loads_and_a_store, (ptr,), (2,), memory, CFG, recorder=rec, trace=path, digests=False
+        two_loads_and_a_store,
+        (ptr,),
+        (2,),
+        memory,
+        CFG,
+        recorder=rec,
+        trace=path,
+        digests=False,
+        provenance=False,
     )
     trace = read_trace(path)
     assert trace.version == (1, 4)

@@ -72,7 +72,7 @@ def test_events_hold_absolute_times_and_interned_ids():
 
 def test_header_keeps_the_run_keys_and_adds_format_version_producer():
     trace = read_trace(write_run(every_kind_events()))
-    assert trace.version == (1, 4)  # its header has hbm_stacks, and no tensors (1.5)
+    assert trace.version == (1, 6)  # its header has hbm_stacks (1.4) and provenance (1.6)
     assert trace.header["format"] == "kbt"
     assert trace.header["producer"] == "kbdebug 0.1.0"
     for key, value in make_header().items():
@@ -169,14 +169,14 @@ def test_data_after_the_footer_is_rejected():
 
 def test_older_minor_version_is_read(monkeypatch):
     data = write_run(every_kind_events())
-    monkeypatch.setattr(wire, "FORMAT_VERSION", (1, 6))
+    monkeypatch.setattr(wire, "FORMAT_VERSION", (1, 7))
     trace = read_trace(data)
-    assert trace.version == (1, 4)
+    assert trace.version == (1, 6)
     assert list(trace.iter_decoded()) == every_kind_events()
 
 
 def test_newer_minor_version_skips_what_it_adds():
-    header = header_record(version=[1, 6], future_key={"x": 1})
+    header = header_record(version=[1, 7], future_key={"x": 1})
     header["channels"][0]["kind"] = "dma_gather"
     data = forged(
         [Kind.KERNEL_END, 5, 0],
@@ -186,7 +186,7 @@ def test_newer_minor_version_skips_what_it_adds():
         header=header,
     )
     trace = read_trace(data)
-    assert trace.version == (1, 6)
+    assert trace.version == (1, 7)
     assert trace.events == [[Kind.KERNEL_END, 5, 0], [Kind.COMPLETE, 16, 0, 7, -1]]
     assert trace.footer["events"] == 3
 

@@ -346,6 +346,12 @@ CASES = [
         adding([24, 0, 0, 1, -1, 1, 0], 7, 2, [1, 1]),
         "unknown record kind 24 (a compound record of format 1.2 and later; this file is 1.1)",
     ),
+    Case(
+        "record.since",
+        adding([27, 0, 0, 0, -1], 4, 1, [1, 5]),
+        "unknown record kind 27 (PROVENANCE, an event kind of format 1.6 and later; this file"
+        " is 1.5)",
+    ),
     Case("record.after-footer", lambda o: pack(o) + b"\x00", "trailing bytes after the footer"),
     Case("record.after-footer", lambda o: pack([*o, [2, 0, 1]]), "trailing bytes after the footer"),
     Case(
@@ -414,6 +420,11 @@ CASES = [
     Case("event.id", setting(5, 4, -1), "CHAN_REQUEST cmd -1 is negative (no such id)"),
     Case("event.id", setting(9, 3, -1), "WAIT_BEGIN future -1 is negative (no such id)"),
     Case("event.id-or-none", setting(4, 5, -2), "ISSUE future -2 is neither an id nor -1 (none)"),
+    Case(
+        "event.id-or-none",
+        adding([27, 0, 0, 0, -2], 4, 1, [1, 6]),
+        "PROVENANCE made_by -2 is neither an id nor -1 (none)",
+    ),
     Case(
         "event.id-limit",
         setting(4, 3, 477),  # 1,906 bytes (477 takes 3): ids 0..476 pass

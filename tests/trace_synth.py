@@ -84,6 +84,7 @@ def every_kind_events() -> list[tuple[Any, ...]]:
         (Kind.HBM_SHARE, 3, 0, 0, 0, 0, 342),
         (Kind.OP_LOG, 3, 0, "memory", "dma_read"),
         (Kind.ISSUE, 4, 1, 1, "send", -1, -1, 256, (), "f32", False, None),
+        (Kind.PROVENANCE, 4, 1, 1, -1),
         (Kind.IPCQ_SEND, 4, 1, 1, 0, 256),
         (Kind.WAIT_BEGIN, 5, 0, 0, b),
         (Kind.CHAN_RELEASE, 259, 0, 0, 0),
@@ -113,10 +114,13 @@ def record_run(
     """Drive ``recorder`` through a whole run: header, source, ``events``, footer.
 
     With HBM_SHARE events, the header names the HBM stacks they share (PEs 0-1 and 2-3 of
-    the 2x2 mesh), as the emulator's does; the writer then labels the trace 1.4."""
+    the 2x2 mesh), as the emulator's does; the writer then labels the trace 1.4. With
+    PROVENANCE events the header says so, and the trace is 1.6."""
     header = make_header()
     if any(event[0] == Kind.HBM_SHARE for event in events):
         header["hbm_stacks"] = [[0, 1], [2, 3]]
+    if any(event[0] == Kind.PROVENANCE for event in events):
+        header["provenance"] = True
     recorder.begin(header)
     recorder.add_source(KERNEL_FILE, KERNEL_SOURCE)
     for event in events:

@@ -35,11 +35,13 @@ from emulator.recorder import (
     digest_adder,
     emitter,
 )
+from emulator.trace import wire
 from emulator.trace.digests import ITEMSIZES, TensorDef, digest_of, row_major_strides
-from emulator.trace.schema import Kind, SourceLoc
+from emulator.trace.schema import KIND_SINCE, Kind, SourceLoc
 
-#: Set to 0 to record no digests and no named tensors: the trace is then what a format
-#: 1.4 writer wrote (the baseline of benchmarks/emulator_speed.py, the bundled traces).
+#: Set to 0 to record no digests, no named tensors and no provenance: the trace is then
+#: what a format 1.4 writer wrote (the baseline of benchmarks/emulator_speed.py, the
+#: bundled traces).
 DIGESTS_ENV = "KBDEBUG_DIGESTS"
 #: Named tensors a trace's header lists at most.
 MAX_TENSORS = 4096
@@ -50,6 +52,12 @@ def digests_enabled() -> bool:
     """Whether runs record digests and named tensors (format 1.5): yes unless
     ``KBDEBUG_DIGESTS=0``."""
     return os.environ.get(DIGESTS_ENV, "1").strip() != "0"
+
+
+def provenance_enabled() -> bool:
+    """Whether runs record what produced each stored or sent tensor (format 1.6): yes
+    unless ``KBDEBUG_DIGESTS=0``, and only when this build writes format 1.6."""
+    return digests_enabled() and wire.FORMAT_VERSION >= KIND_SINCE[Kind.PROVENANCE]
 
 
 @dataclass
@@ -109,8 +117,12 @@ class Launch:
         *,
         digests: bool = True,
         values: Any = None,
+        provenance: bool = False,
     ):
         self.config = config
+        #: Whether each store and send records the command that produced its tensor
+        #: (a PROVENANCE event, format 1.6; the header says so).
+        self.provenance = provenance
         self.memory = memory
         self.recorder = recorder
         #: ``recorder.emit``, None when nothing is recorded (emit sites then do no work).
@@ -183,6 +195,7 @@ def run_kernel(
     launch_file: str | Path | None = None,
     digests: bool | None = None,
     values: Any = None,
+    provenance: bool | None = None,
 ) -> RunResult:
     """Run ``kernel(tl, *args)`` once per program of ``grid``, program i on PE i.
 
@@ -194,7 +207,9 @@ def run_kernel(
     (default: ``digests_enabled()``) records the memory's named tensors in the header
     and a digest of every tensor waited, stored or sent (format 1.5); ``values``, an
     object with ``keep(future, array)`` (kbdebug's ValueStore), gets those tensors
-    themselves. Raises KernelError
+    themselves. ``provenance`` (default: ``provenance_enabled()``, whatever ``digests``
+    says) records, for each store and send, the command that produced its tensor
+    (format 1.6): when the value it moves was ready. Raises KernelError
     when kernel code raises, DeadlockError when kernels wait on what can never
     come, and the EmulatorError subclass of any command the hardware refuses.
     """
@@ -232,10 +247,21 @@ def run_kernel(
         )
     if digests is None:
         digests = digests_enabled()
+    if provenance is None:
+        provenance = provenance_enabled()
     launch = Launch(
-        config, memory, rec, grid, launch_root(launch_file), digests=digests, values=values
+        config,
+        memory,
+        rec,
+        grid,
+        launch_root(launch_file),
+        digests=digests,
+        values=values,
+        provenance=provenance,
     )
     header = _header(launch, kernel, args)
+    if provenance:
+        header["provenance"] = True
     if digests:
         header["tensors"] = [t.header_entry() for t in named_tensors(memory, kernel, args)]
     rec.begin(header)

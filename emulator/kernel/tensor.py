@@ -41,17 +41,21 @@ class Buffer:
 class TensorHandle:
     """A tensor on the PE. ``.data`` is a numpy array; operators go through the MATH engine."""
 
-    __slots__ = ("_tl", "_data", "buffer")
+    __slots__ = ("_tl", "_data", "buffer", "producer")
 
     # Numpy operands on the left (np.float32(0.5) * x, row + x) must defer to
     # our reflected operators, or numpy computes the result itself, uncharged.
     __array_ufunc__ = None
 
-    def __init__(self, tl: TL, data: np.ndarray, buffer: Buffer | None = None):
+    def __init__(self, tl: TL, data: np.ndarray, buffer: Buffer | None = None, producer: int = -1):
         self._tl = tl
         self._data = data
         #: The scratch buffer the data lives in (loaded and received tiles only).
         self.buffer = buffer
+        #: The command whose result the data is: the compute that made it, or the load or
+        #: receive whose wait gave it (a view keeps its base's); -1 for none (trace format
+        #: 1.6 records it for each store and send: when the data it moves was ready).
+        self.producer = producer
 
     @property
     def data(self) -> np.ndarray:
@@ -88,7 +92,7 @@ class TensorHandle:
 
     def __getitem__(self, index: Any) -> TensorHandle:
         # Indexing (x[:, None], x[0]) is a view: layout, not work.
-        return TensorHandle(self._tl, self._values()[index], self.buffer)
+        return TensorHandle(self._tl, self._values()[index], self.buffer, self.producer)
 
     def __add__(self, other):
         return self._tl._binary("add", np.add, self, other)

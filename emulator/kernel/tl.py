@@ -36,6 +36,7 @@ _WAIT_BEGIN = Kind.WAIT_BEGIN
 _WAIT_END = Kind.WAIT_END
 _HOST_READ = Kind.HOST_READ
 _READS = Kind.READS
+_PROVENANCE = Kind.PROVENANCE
 
 if TYPE_CHECKING:
     from emulator.kernel.runner import Launch
@@ -66,6 +67,7 @@ class TL(ComputeOps):
         "waiting_on",
         "closed",
         "_computed_read_at",
+        "_provenance",
     )
 
     def __init__(self, launch: Launch, pe: ProcessingElement, pid: tuple[int, ...]):
@@ -104,6 +106,8 @@ class TL(ComputeOps):
         self.closed = False
         #: launch.last_cmd when a computed tensor's host read was last recorded.
         self._computed_read_at: int | None = None
+        #: Whether a store or send records the command that produced its tensor.
+        self._provenance = launch.provenance and self._emit is not None
 
     # --- program geometry -------------------------------------------------------------
 
@@ -177,6 +181,8 @@ class TL(ComputeOps):
             fields = (cmd, "store", fid, int(ptr), data.nbytes, data.shape, dtype, False, loc)
             self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "memory", "dma_write")
             self._reads(cmd, now, pe, x, None)
+            if self._provenance:
+                self._made_by(cmd, now, pe, x)
         launch.log_op(now, pe, "memory", "dma_write")
         data = np.array(data, copy=True)
         if self._on_value is not None:
@@ -253,7 +259,7 @@ class TL(ComputeOps):
                 frame = self._scopes[-1] if self._scopes else self._top
                 frame[buffer.id] = buffer
                 buffer.frame = frame
-            handle.result = TensorHandle(self, data, buffer)
+            handle.result = TensorHandle(self, data, buffer, handle.cmd)
         return handle.result
 
     def _check_received(self, future: RecvFuture, data: np.ndarray, loc: SourceLoc) -> None:
@@ -280,6 +286,8 @@ class TL(ComputeOps):
             fields = (cmd, "send", fid, -1, data.nbytes, data.shape, dtype, False, loc)
             self._emit_compound(ISSUE_LOGGED, now, pe, *fields, "comm", "ipcq_send")
             self._reads(cmd, now, pe, x, None)
+            if self._provenance:
+                self._made_by(cmd, now, pe, x)
         launch.log_op(now, pe, "comm", "ipcq_send")
         if self._on_value is not None:
             self._on_value(fid, data)
@@ -454,6 +462,13 @@ class TL(ComputeOps):
                 fid = buffer.fid
                 if fid != first:
                     self._emit(_READS, now, pe, cmd, fid)
+
+    def _made_by(self, cmd: int, now: int, pe: int, x: Any) -> None:
+        """Record (PROVENANCE) the command whose result store or send ``cmd``, just issued,
+        moves: the compute that made ``x``, or the load or receive whose wait gave it;
+        -1 for a host array (ready whenever the kernel issues it)."""
+        made_by = x.producer if isinstance(x, TensorHandle) else -1
+        self._emit(_PROVENANCE, now, pe, cmd, made_by)
 
     def _recycled(self, x: TensorHandle) -> None:
         raise self._error(

@@ -50,13 +50,17 @@ class ComputeOps:
             )
         out = np.matmul(as_f32(x), as_f32(y))
         macs = x.shape[0] * x.shape[1] * y.shape[1]
-        self._compute("dot", "gemm", self._pe.gemm, self._pe.gemm_cycles(macs), out, loc, a, b)
-        return TensorHandle(self, out)
+        cmd = self._compute(
+            "dot", "gemm", self._pe.gemm, self._pe.gemm_cycles(macs), out, loc, a, b
+        )
+        return TensorHandle(self, out, None, cmd)
 
     def trans(self, x: Any) -> TensorHandle:
         """The transpose (a layout change, free): a view, in the same scratch buffer."""
         data = self._array(x, None).T
-        return TensorHandle(self, data, x.buffer if isinstance(x, TensorHandle) else None)
+        if isinstance(x, TensorHandle):
+            return TensorHandle(self, data, x.buffer, x.producer)
+        return TensorHandle(self, data)
 
     def exp(self, x: Any) -> TensorHandle:
         """Elementwise e**x on the MATH engine."""
@@ -92,8 +96,8 @@ class ComputeOps:
             out = np.full(checked_shape(shape), value, dtype=to_numpy(dtype))
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
-        return TensorHandle(self, out)
+        cmd = self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc)
+        return TensorHandle(self, out, None, cmd)
 
     def _cast(self, x: TensorHandle, dtype: str) -> TensorHandle:
         loc = self._caller(3) if self._emit is not None else None
@@ -101,15 +105,16 @@ class ComputeOps:
             out = x._values().astype(to_numpy(dtype))
         except EmulatorError as e:
             raise self._error(type(e), e.detail, loc) from None
-        self._compute("cast", "math", self._pe.math, self._pe.math_cycles(out.size), out, loc, x)
-        return TensorHandle(self, out)
+        cycles = self._pe.math_cycles(out.size)
+        cmd = self._compute("cast", "math", self._pe.math, cycles, out, loc, x)
+        return TensorHandle(self, out, None, cmd)
 
     def _unary(self, op: str, fn: Callable, x: Any) -> TensorHandle:
         loc = self._caller(3) if self._emit is not None else None
         a = self._array(x, loc)
         out = fn(a)
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc, x)
-        return TensorHandle(self, out)
+        cmd = self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc, x)
+        return TensorHandle(self, out, None, cmd)
 
     def _binary(self, op: str, fn: Callable, x: Any, y: Any) -> TensorHandle:
         loc = self._caller(3) if self._emit is not None else None
@@ -125,8 +130,9 @@ class ComputeOps:
             ) from None
         if type(out) is not np.ndarray:  # numbers on both sides give a numpy scalar
             out = np.asarray(out)
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(out.size), out, loc, x, y)
-        return TensorHandle(self, out)
+        cycles = self._pe.math_cycles(out.size)
+        cmd = self._compute(op, "math", self._pe.math, cycles, out, loc, x, y)
+        return TensorHandle(self, out, None, cmd)
 
     def _reduce(self, op: str, fn: Callable, x: Any, axis: int | None) -> TensorHandle:
         loc = self._caller(3) if self._emit is not None else None
@@ -137,8 +143,8 @@ class ComputeOps:
             raise self._error(
                 ShapeError, f"cannot reduce shape {a.shape} along axis {axis}", loc
             ) from None
-        self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc, x)
-        return TensorHandle(self, out)
+        cmd = self._compute(op, "math", self._pe.math, self._pe.math_cycles(a.size), out, loc, x)
+        return TensorHandle(self, out, None, cmd)
 
     def _compute(
         self,
@@ -150,8 +156,9 @@ class ComputeOps:
         loc: SourceLoc | None,
         a: Any = None,
         b: Any = None,
-    ) -> None:
-        """Record the command, block while the engine works (``loc`` None: not traced).
+    ) -> int:
+        """Record the command, block while the engine works (``loc`` None: not traced);
+        returns its command id (the producer of its output).
 
         ``a`` and ``b``: its operands as the kernel passed them (tensors, arrays or
         numbers); traced, a READS follows its ISSUE for each loaded or received one.
@@ -179,7 +186,7 @@ class ComputeOps:
                 ):
                     self._reads(cmd, now, pe, a, b)
             self._switch(engine.submit(cmd, cycles, recorded=emit_compound is not None))
-            return
+            return cmd
         # A free engine: its hold's end is the completion (_block_until, inlined).
         if emit_compound is not None:
             # One call with every field spelled out (no tuple built to spread).
@@ -200,6 +207,7 @@ class ComputeOps:
             env.step()
         else:
             self._switch(done)
+        return cmd
 
     def composite(
         self,

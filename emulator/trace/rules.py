@@ -32,6 +32,8 @@ _INT_RANGES = {
     "held": "cycles",
     # An HBM stack serves one PE at least: its index is below the mesh's PEs.
     "stack": "pe",
+    # The command whose result a store or send moves, -1 for none (format 1.6).
+    "made_by": "id_or_none",
 }
 # Kinds whose future is -1 when there is none: commands that return nothing waitable,
 # a PE deadlocked on its outstanding commands rather than on a future.

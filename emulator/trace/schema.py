@@ -62,6 +62,7 @@ class Kind(IntEnum):
     # 18..24 are compound record codes (COMPOUNDS), never event kinds.
     READS = 25
     HBM_SHARE = 26
+    PROVENANCE = 27
 
 
 # Fields after the common (kind, time, pe) prefix, in emission order.
@@ -125,12 +126,23 @@ FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
     # slot's length (nbytes over the stack's rate). The channel is released at the later
     # of the grant plus the transfer's own time and the slot's end. Since format 1.4.
     Kind.HBM_SHARE: (("cmd", "int"), ("stack", "int"), ("stalled", "int"), ("held", "int")),
+    # Store or send cmd, issued just before, moves the result of command made_by: the
+    # compute that made its tensor, or the load or receive whose wait gave it (a view of
+    # either included); -1 for none (data the kernel made on the host: ready at issue).
+    # So the analysis knows when the value was ready, not only what it reads. Written
+    # right after cmd's ISSUE and READS, on its PE at its cycle, once per store and send
+    # of a run whose header has "provenance". Since format 1.6.
+    Kind.PROVENANCE: (("cmd", "int"), ("made_by", "int")),
 }
 
 # The format version that added each event kind a file of an older version must not
 # hold (its code is unknown there, as any other). HOST_READ (1.1) predates this check:
 # a reader still takes it in a 1.0 file.
-KIND_SINCE: dict[Kind, tuple[int, int]] = {Kind.READS: (1, 3), Kind.HBM_SHARE: (1, 4)}
+KIND_SINCE: dict[Kind, tuple[int, int]] = {
+    Kind.READS: (1, 3),
+    Kind.HBM_SHARE: (1, 4),
+    Kind.PROVENANCE: (1, 6),
+}
 # The format version that added compound records.
 COMPOUNDS_SINCE = (1, 2)
 

@@ -8,16 +8,16 @@ FORMAT_NAME = "kbt"
 # (major, minor) read by this reader, and the newest TraceWriter writes. A minor bump adds
 # what older readers skip (1.2's compound records are skipped, and the footer's count then
 # refuses the file; 1.3's READS events are skipped; 1.4's HBM_SHARE events and header
-# hbm_stacks are skipped; 1.5's digest records and header tensors are skipped: see
-# traces/FORMAT.md, Versions).
-FORMAT_VERSION = (1, 5)
+# hbm_stacks are skipped; 1.5's digest records and header tensors are skipped; 1.6's
+# PROVENANCE events and header provenance are skipped: see traces/FORMAT.md, Versions).
+FORMAT_VERSION = (1, 6)
 # The version a trace that uses nothing a later one added is written as: the writer
 # labels each trace with the oldest version that holds it (see written_version), so a
 # run without shared HBM gives the bytes 1.3 gave, which every 1.3 reader takes.
 BASE_WRITTEN_VERSION = (1, 3)
 # Header keys a version added, with the event kinds that come with them: a header with
 # one makes its trace that version at least.
-HEADER_KEYS_SINCE = {"hbm_stacks": (1, 4), "tensors": (1, 5)}
+HEADER_KEYS_SINCE = {"hbm_stacks": (1, 4), "tensors": (1, 5), "provenance": (1, 6)}
 
 # Record codes outside the event kinds of emulator.trace.schema.Kind.
 DEFINE_STRING = 0  # [0, text]: the next string id
@@ -32,8 +32,8 @@ DEFINE_DIGEST = 103
 # The version that added digest records and the header's tensors.
 DIGESTS_SINCE = (1, 5)
 
-# Codes of event records (event kinds 1..17, 25 and 26, compound records 18..24, see
-# schema.event_codes) and codes a newer minor version may add (27..99 for events,
+# Codes of event records (event kinds 1..17 and 25..27, compound records 18..24, see
+# schema.event_codes) and codes a newer minor version may add (28..99 for events,
 # 104..127 for definitions). Event records of unknown kinds still start with
 # [code, dt, pe] (the reader applies dt and skips them); definition records of
 # unknown kinds are skipped whole.

@@ -25,6 +25,7 @@ COLUMN_OF_FIELD = {
     "buffer": "aux",
     "dst_pe": "aux",
     "src_pe": "aux",
+    "made_by": "aux",  # PROVENANCE (format 1.6): the command whose result cmd moves
     "stalled": "val",
     "in_use": "val",
     "nbytes": "nbytes",
