@@ -9,10 +9,11 @@ between them:
   store, send or host read that consumes it (format 1.3 records what each command
   reads; older traces fall back to the value's ``tl.wait``);
 - a receive's data follows the matching send on the other PE, and a send needs only
-  the data it sends: a loaded or received value, or the compute that produced it (the
-  trace does not name a computed tensor's producer: the latest compute before the send
-  whose output has the sent tile's shape and dtype is taken), so the bound lets a send
-  leave as soon as that data is ready, wherever the kernel issued it;
+  the data it sends: a loaded or received value, or the compute that produced it
+  (format 1.6 records it for each store and send, :mod:`kbdebug.analysis.provenance`;
+  in older traces the latest compute before the send whose output has the sent tile's
+  shape and dtype is taken), so the bound lets a send (and, with the recorded
+  producer, a store) leave as soon as that data is ready, wherever the kernel issued it;
 - a host read of loaded data gates the addresses issued after it;
 - a load that reads back bytes an earlier store of the same PE wrote needs the store
   landed and is never issued above the store's wait (its issue when it was not waited:
@@ -153,6 +154,8 @@ class Program:
     first_use: dict[int, int] = field(default_factory=dict)
     #: Per send step that reads no loaded or received data: the step of the compute that
     #: produced what it sends (-1: none matches, the send stays where it was issued).
+    #: With recorded provenance (format 1.6) stores too, and -2 (``NO_COMPUTE``) for one
+    #: whose data no compute made: it leaves once its needs and floor allow.
     producer: dict[int, int] = field(default_factory=dict)
     #: Per load command: the earlier stores of this PE whose bytes it reads back (waited
     #: before it, or landed before it read in this run).
@@ -413,6 +416,9 @@ def build_model(index: TraceIndex) -> Model:
     # Accesses outside their tensor (KB204) read or write bytes they did not mean to:
     # no fence is built on them.
     outside = frozenset(outside_commands(index))
+    from kbdebug.analysis.provenance import recorded_producers, use_recorded_producers
+
+    made_by = recorded_producers(index)
 
     programs: dict[int, Program] = {}
     sender: dict[int, int] = {}
@@ -514,6 +520,8 @@ def build_model(index: TraceIndex) -> Model:
         ]
         dependencies(prog, pairs, cmds.addr, cmds.nbytes, stores, (t_complete, t_read), outside)
         send_producers(prog, pairs, cmds.shape, cmds.dtype)
+        if made_by is not None:
+            use_recorded_producers(prog, made_by, step_of_cmd)
         prog.composites = {}
         for i, inside in inner.items():
             composite = composites_of(index, int(all_cmd[i]), inside, hold, hw)

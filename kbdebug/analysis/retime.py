@@ -21,7 +21,9 @@ every PE that receives from it.
   ready (its loaded or received value, or the compute that produced it) and the
   receives waited before it have arrived, not where the kernel issued it (a send
   issued after work it does not need moves up; one whose data the model cannot
-  place stays where it was issued); stores and sends drained before the end; consecutive
+  place stays where it was issued); a store likewise when the trace records what
+  produced its data (format 1.6), the write channels then taking the stores in any
+  order; stores and sends drained before the end; consecutive
   composite calls over the same B at the length of one call over all their rows.
   No placement of the program's issues and waits, on any PE, ends sooner.
 """
@@ -348,6 +350,7 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
     bucket_of: dict[int, int] = {}
     counted: set[int] = set()
     writes = [0] * hw.write_channels
+    first_write, write_work = NEVER, 0
     links: dict[int, int] = {}
     done_by: dict[int, int] = {}
     landing: dict[int, int] = {}
@@ -367,7 +370,9 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
             s = o
             continue
         k = kinds[s]
-        # A send does not hold the kernel: what it needs delays only its own departure.
+        # A send does not hold the kernel: what it needs delays only its own departure;
+        # nor does a store whose producer the trace recorded (format 1.6).
+        departs = k == SEND or (k == STORE and s in producer)
         ready = gated
         if need_at[s + 1] > need_at[s]:
             gate = False
@@ -398,7 +403,7 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                 else:
                     a = done_by.get(c, t)
                     earliest.setdefault(c, a)
-                if k == SEND:
+                if departs:
                     ready = max(ready, a)
                 elif a > t:
                     t = a
@@ -417,17 +422,26 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
             drain = max(drain, single)
         elif k == STORE or k == SEND:
             c = cmds[s]
-            if k == STORE:
+            p = producer.get(s)
+            if p is not None:  # -1: made where the model cannot say; -2: by no compute
+                ready = max(ready, done_at.get(p, t) if p >= 0 else t if p == -1 else ready)
+            if k == STORE and p is None:
                 i = writes.index(min(writes))
                 g = max(writes[i], t)
                 writes[i] = g + cycles[s]
                 a = g + cycles[s] + lat
                 landing[c] = a
+            elif k == STORE:
+                # A store that may leave once its data is ready may leave in any order:
+                # the write channels bound only the total, from the first one ready.
+                g = ready
+                first_write = min(first_write, ready)
+                write_work += int(cycles[s])
+                drain = max(drain, first_write + -(-write_work // hw.write_channels) + lat)
+                a = g + cycles[s] + lat
+                landing[c] = a
             else:
                 key = prog.link.get(c, -1)
-                p = producer.get(s)
-                if p is not None:  # computed data; -1: made where the model cannot say
-                    ready = max(ready, done_at.get(p, t) if p >= 0 else t)
                 g = max(links.get(key, 0), ready)
                 links[key] = g + cycles[s]
                 a = g + cycles[s] + hw.ipcq_latency

@@ -1,8 +1,9 @@
 """KB112 send-issued-late: a send issued after work its data does not need, delaying a receive.
 
 A ``tl.send`` needs only the data it sends: the loaded or received tile it carries
-(its ``tl.wait``), or the compute that produced it, and the receives waited before
-it (their message may be what says the data is ready). A send the kernel issues
+(its ``tl.wait``), or the compute that produced it (recorded from format 1.6 on, see
+:mod:`kbdebug.analysis.provenance`; guessed in older traces), and the receives waited
+before it (their message may be what says the data is ready). A send the kernel issues
 below work it does not need holds its message back; the receiving PE waits for it.
 The fix moves each send of the line right after the last of those steps (never
 above an earlier send on the same link, which would reorder its messages) and the
@@ -145,8 +146,9 @@ def _data_ready_step(d: _Diagnosis, s: int) -> int:
     before it; -1 when the model cannot say what produced its data."""
     prog = d.prog
     producer = prog.producer.get(s)
-    if producer is not None and producer < 0:
+    if producer == -1:
         return -1
+    # NO_COMPUTE (-2, recorded provenance): no compute made its data, its needs say when.
     anchor = max(prog.floor[s], -1 if producer is None else producer)
     for c in prog.needs(s):
         anchor = max(anchor, d.wait_step.get(c, d.issue_step.get(c, -1)))
@@ -212,6 +214,11 @@ def send_words(d: _Diagnosis, g: _Group, loc: SourceLoc | None) -> tuple[str, st
         f"of work its data does not need (its data is ready after {ready_at}); the "
         f"receiving {on} waited {info.get('recv_stall', 0):,} cycles for these messages"
     )
+    if d.index.header.get("provenance") is not True:
+        message += (
+            " (what made its data is guessed from the sent tile's shape and dtype: the "
+            "trace, older than format 1.6, does not record it)"
+        )
     suggestion = (
         f"issue the send right after the line that produces its data ({ready_at}), "
         f"before the work that does not need it"
