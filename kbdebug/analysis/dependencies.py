@@ -11,7 +11,6 @@ of computed data, the compute that produced it).
 
 from __future__ import annotations
 
-import bisect
 from array import array
 from typing import TYPE_CHECKING
 
@@ -167,13 +166,16 @@ def _fences(prog, store_waits, floor, addr, nbytes, times=None, outside=frozense
         lo = int(addr[c]) if 0 <= c < len(addr) else -1
         return lo, lo + (int(nbytes[c]) if 0 <= c < len(nbytes) else 0)
 
-    def landed_first(store: int, load: int) -> bool:
+    def landed_first(stores: np.ndarray, load: int) -> np.ndarray:
+        """Per store of ``stores``: whether this run read ``load`` after it landed."""
         if times is None:
-            return True
+            return np.ones(len(stores), dtype=bool)
         landed, read = times
-        if not (0 <= store < len(landed) and 0 <= load < len(read)):
-            return False
-        return 0 <= landed[store] <= read[load]
+        if not 0 <= load < len(read):
+            return np.zeros(len(stores), dtype=bool)
+        ok = (stores >= 0) & (stores < len(landed))
+        when = np.asarray(landed)[np.where(ok, stores, 0)]
+        return ok & (when >= 0) & (when <= read[load])
 
     kinds, cmds = prog.kind, prog.cmd
     n = len(prog)
@@ -181,6 +183,8 @@ def _fences(prog, store_waits, floor, addr, nbytes, times=None, outside=frozense
     for w, c in store_waits:
         wait_of.setdefault(c, w)
     n_stores = sum(1 for k in kinds if k == STORE)
+    if not n_stores:
+        return
     if n_stores > MAX_RANGE_FENCES:
         # Too many to match by range: a load follows the last store waited before it.
         last_wait, last_store = -1, -1
@@ -202,49 +206,70 @@ def _fences(prog, store_waits, floor, addr, nbytes, times=None, outside=frozense
         if k == LOAD:
             c = cmds[s]
             lo, hi = span(c)
-            hit = earlier.overlapping(lo, hi)
-            if hit:
-                waited = {st for _, st in hit if wait_of.get(st, n) < s}
-                fenced = tuple(st for _, st in hit if st in waited or landed_first(st, c))
-                if fenced:
-                    prog.fences[c] = fenced
-                gates = [wait_of[st] if st in waited else step for step, st in hit]
-                floor[s] = max(floor[s], max(gates))
+            steps, stores, waits = earlier.overlapping(lo, hi)
+            if not len(stores):
+                continue
+            waited = waits < s
+            fenced = stores[waited | landed_first(stores, c)]
+            if len(fenced):
+                prog.fences[c] = tuple(fenced.tolist())
+            floor[s] = max(floor[s], int(np.where(waited, waits, steps).max()))
         elif k == STORE:
             lo, hi = span(cmds[s])
             if lo >= 0:
-                earlier.add(lo, hi, s, cmds[s])
+                earlier.add(lo, hi, s, cmds[s], wait_of.get(cmds[s], n))
     later = _Spans()
     for s in range(n - 1, -1, -1):
         k = kinds[s]
         if k not in (LOAD, STORE):
             continue
         lo, hi = span(cmds[s])
-        hit = later.overlapping(lo, hi)
-        if hit:
-            prog.overwritten_at[cmds[s]] = min(step for step, _ in hit)
+        steps, _, _ = later.overlapping(lo, hi)
+        if len(steps):
+            prog.overwritten_at[cmds[s]] = int(steps.min())
         if k == STORE and lo >= 0:
-            later.add(lo, hi, s, cmds[s])
+            # A later store inside this one's bytes is never the first to overwrite
+            # anything (this one comes first, over all its bytes): drop it.
+            later.add(lo, hi, s, cmds[s], n, drop_inside=True)
 
 
 class _Spans:
-    """Byte ranges [lo, hi) with a step and a command each, found by overlap."""
+    """Byte ranges [lo, hi) of stores, each with its step, command and wait step, found
+    by overlap: sorted by first byte, an access's candidates are those starting less than
+    the longest range before its end."""
 
     def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.rows: list[tuple[int, int, int, int]] = []
+        # Columns: first byte, end, step, command, wait step (one row per range).
+        self.table = np.zeros((5, 0), dtype=np.int64)
         self.longest = 0
 
-    def add(self, lo: int, hi: int, step: int, cmd: int) -> None:
-        i = bisect.bisect_left(self.starts, lo)
-        self.starts.insert(i, lo)
-        self.rows.insert(i, (lo, hi, step, cmd))
+    def add(
+        self, lo: int, hi: int, step: int, cmd: int, wait: int, drop_inside: bool = False
+    ) -> None:
+        """Add [lo, hi) (``drop_inside``: removing the ranges it covers)."""
+        starts = self.table[0]
+        i = int(np.searchsorted(starts, lo, side="left"))
+        if drop_inside:
+            end = int(np.searchsorted(starts, hi, side="left"))
+            inside = np.flatnonzero(self.table[1, i:end] <= hi) + i
+            if len(inside):
+                self.table = np.delete(self.table, inside, axis=1)
+        row = np.array([[lo], [hi], [step], [cmd], [wait]], dtype=np.int64)
+        self.table = np.insert(self.table, i, row[:, 0], axis=1)
         self.longest = max(self.longest, hi - lo)
 
-    def overlapping(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """(step, command) of every range overlapping [lo, hi)."""
-        if lo < 0 or not self.rows:
-            return []
-        first = bisect.bisect_right(self.starts, lo - self.longest)
-        last = bisect.bisect_left(self.starts, hi)
-        return [(st, c) for a, b, st, c in self.rows[first:last] if a < hi and b > lo]
+    def overlapping(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, commands, wait steps) of every range overlapping [lo, hi)."""
+        starts = self.table[0]
+        if lo < 0 or not len(starts):
+            return _NONE, _NONE, _NONE
+        first = int(np.searchsorted(starts, lo - self.longest, side="right"))
+        last = int(np.searchsorted(starts, hi, side="left"))
+        if first >= last:
+            return _NONE, _NONE, _NONE
+        rows = self.table[:, first:last]
+        rows = rows[:, rows[1] > lo]
+        return rows[2], rows[3], rows[4]
+
+
+_NONE = np.zeros(0, dtype=np.int64)
