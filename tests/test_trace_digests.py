@@ -204,3 +204,71 @@ def test_a_newer_reader_label_and_an_older_writer_drop_digests(small_run, monkey
     run_kernel(softmax_rows, (x_ptr, 1024), (2,), memory, CFG, recorder=TraceWriter(out))
     trace = read_trace(out.getvalue())
     assert trace.version == (1, 4) and trace.digests == {}
+
+
+def reference_digest(future: int, array: np.ndarray) -> Digest:
+    """What a digest says, computed plainly: NaNs left out, the sum in f32 for f16 data."""
+    values = array.astype(np.float32) if array.dtype == np.float16 else array
+    nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
+    kept = values[~nan]
+    crc = zlib.crc32(np.ascontiguousarray(array).tobytes())
+    if kept.size == 0:
+        return Digest(future, math.nan, math.nan, math.nan, int(nan.sum()), 0, crc)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(kept.sum()) / kept.size
+    inf = int(np.isinf(kept).sum()) if kept.dtype.kind == "f" else 0
+    return Digest(future, float(kept.min()), float(kept.max()), mean, int(nan.sum()), inf, crc)
+
+
+def assert_same_digest(got: Digest, want: Digest, case: str) -> None:
+    """Equal field by field (NaN equal to NaN), the mean to f32 rounding."""
+
+    def fields(d: Digest) -> tuple:
+        return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in d)
+
+    assert fields(got._replace(mean=0.0)) == fields(want._replace(mean=0.0)), case
+    if math.isfinite(want.mean):
+        assert math.isclose(got.mean, want.mean, rel_tol=1e-6, abs_tol=1e-9), case
+    else:
+        assert fields(got)[3] == fields(want)[3], case
+
+
+@pytest.mark.parametrize("dtype", ["f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1"])
+def test_digest_of_every_dtype_matches_numpy_and_never_warns(dtype):
+    rng = np.random.default_rng(7)
+    whole = (rng.standard_normal((12, 10)) * 50).clip(-120, 120).astype(dtype)
+    cases = {
+        "tile": whole,
+        "column block (not contiguous)": whole[:, 2:5],
+        "transposed": whole.T,
+        "one element": whole[:1, :1],
+        "empty": whole[:0],
+    }
+    if dtype.startswith("f"):
+        specials = whole.copy()
+        specials[1, 1], specials[5, 0] = np.nan, np.nan
+        specials[2, 3], specials[4, 4] = np.inf, -np.inf
+        cases |= {
+            "NaN and Inf": specials,
+            "Inf, no NaN": np.where(whole > 60, np.inf, whole).astype(dtype),
+            "all NaN": np.full((3, 4), np.nan, dtype),
+            "+Inf and -Inf only": np.array([np.inf, -np.inf], dtype),
+        }
+    for case, array in cases.items():
+        with np.errstate(all="raise"):  # no data makes a digest set off a numpy warning
+            got = digest_of(9, array)
+        assert_same_digest(got, reference_digest(9, array), case)
+
+
+def test_a_finite_tile_whose_sum_overflows_has_an_infinite_mean_and_no_warning():
+    big = float(np.float32(3e37))
+    with np.errstate(all="raise"):
+        got = digest_of(1, np.full((64, 64), big, np.float32))
+    assert (got.min, got.max, got.mean, got.nan, got.inf) == (big, big, math.inf, 0, 0)
+
+
+def test_a_digest_from_kept_f32_values_is_the_f16_tiles_digest():
+    tile = np.random.default_rng(1).standard_normal((64, 128)).astype(np.float16)
+    assert digest_of(4, tile, tile.astype(np.float32)) == digest_of(4, tile)
+    tile[3, 3] = np.nan
+    assert digest_of(4, tile, tile.astype(np.float32)) == digest_of(4, tile)

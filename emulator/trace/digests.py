@@ -37,6 +37,9 @@ ITEMSIZES = {"f16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _F16 = np.dtype(np.float16)
 _MIN, _MAX, _SUM = np.minimum.reduce, np.maximum.reduce, np.add.reduce
+# Below this, |values| * their count, no sum of them overflows (half the dtype's largest
+# finite value: room for the rounding of the partial sums).
+_SAFE_SUM = {np.dtype(t): float(np.finfo(t).max) / 2 for t in (np.float32, np.float64)}
 
 
 @functools.cache
@@ -108,40 +111,50 @@ def digest_problem(record: Any) -> str | None:
 def digest_of(future: int, array: np.ndarray, f32: np.ndarray | None = None) -> Digest:
     """The digest of ``array`` (any dtype the emulator has), for ``future``; ``f32``, if
     given, is the f32 values of an f16 ``array`` (computed once for a digest and a dot)."""
-    # Digests are taken at every wait: few numpy calls, no copies of contiguous data
-    # (reductions over all axes of a C-ordered array run as one flat loop).
+    # Taken at every wait, so the common case is a CRC and three reductions: no copy of
+    # contiguous data (a reduction over all axes of a C-ordered array is one flat loop),
+    # and no pass for NaNs or infinities, which only a non-finite min or max can hide
+    # (NaN propagates through both).
     data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     crc = zlib.crc32(data)
-    if data.size == 0:
-        return Digest(future, math.nan, math.nan, math.nan, 0, 0, crc)
+    size = data.size
     if f32 is not None:
         values = f32
     elif data.dtype == _F16:
         values = _f16_to_f32().take(data.view(np.uint16).reshape(-1), mode="clip")
+    elif data.dtype.kind != "f":
+        if size == 0:
+            return Digest(future, math.nan, math.nan, math.nan, 0, 0, crc)
+        # sum() widens ints to 64 bits.
+        lo, hi = float(_MIN(data, None)), float(_MAX(data, None))
+        return Digest(future, lo, hi, float(data.sum()) / size, 0, 0, crc)
     else:
         values = data
-    # NaN and Inf are counted here, not faults of ours: numpy must not warn of them.
+    if size == 0:
+        return Digest(future, math.nan, math.nan, math.nan, 0, 0, crc)
+    # min and max never warn, even of NaNs (numpy 2); a sum that may overflow would, and a
+    # digest must not warn (NaN and Inf are counted here, not faults of ours).
+    lo, hi = float(_MIN(values, None)), float(_MAX(values, None))
+    if -math.inf < lo and hi < math.inf and max(hi, -lo) * size < _SAFE_SUM[values.dtype]:
+        # Pairwise summation in the values' own dtype (f32 for f16 and f32 data): exact
+        # enough for a mean, half the time of summing in f64, and the same on every
+        # machine (a BLAS dot would be faster, but its rounding depends on the BLAS).
+        return Digest(future, lo, hi, float(_SUM(values, None)) / size, 0, 0, crc)
     with np.errstate(invalid="ignore", over="ignore"):
-        lo, hi = _MIN(values, None), _MAX(values, None)
-        # Pairwise summation in the values' own dtype (f32 for f16 and f32 data; int64 for
-        # ints, which sum() widens to): exact enough for a mean, half the time of summing
-        # in f64, and the same on every machine (a BLAS dot would be faster, but its
-        # rounding depends on the BLAS).
-        total = _SUM(values, None) if values.dtype.kind == "f" else values.sum()
-        nan = inf = 0
-        if values.dtype.kind == "f" and not (math.isfinite(lo) and math.isfinite(hi)):
-            # NaN propagates through min and max: only now are the counts worth a pass each.
-            nan_mask = np.isnan(values)
-            nan = int(nan_mask.sum())
-            inf = int(np.isinf(values).sum())
-            if nan:
-                finite = values[~nan_mask]
-                if finite.size == 0:
-                    return Digest(future, math.nan, math.nan, math.nan, nan, inf, crc)
-                lo, hi, total = finite.min(), finite.max(), finite.sum()
-            mean = float(total) / (data.size - nan)
-            return Digest(future, float(lo), float(hi), mean, nan, inf, crc)
-        return Digest(future, float(lo), float(hi), float(total) / data.size, 0, 0, crc)
+        return _digest_counting(future, values, crc)
+
+
+def _digest_counting(future: int, values: np.ndarray, crc: int) -> Digest:
+    """The digest of float ``values`` that may hold NaNs and infinities: NaNs left out of
+    min, max and mean, both counted."""
+    nan_mask = np.isnan(values)
+    nan = int(nan_mask.sum())
+    inf = int(np.isinf(values).sum())
+    finite = values[~nan_mask] if nan else values
+    if finite.size == 0:
+        return Digest(future, math.nan, math.nan, math.nan, nan, inf, crc)
+    lo, hi, total = _MIN(finite, None), _MAX(finite, None), _SUM(finite, None)
+    return Digest(future, float(lo), float(hi), float(total) / finite.size, nan, inf, crc)
 
 
 class TensorDef(NamedTuple):
