@@ -149,3 +149,18 @@ def test_one_pe_is_listed_once_when_a_rule_found_its_line_twice_there():
     two = group_across_pes([_finding(0, 506, 1), _finding(0, 1012, 3), _finding(1, 400, 2)])
     (both,) = two
     assert both.pes == (0, 1) and both.count == 6
+
+
+def test_kb204_is_listed_with_the_hazards_and_fails_the_hazard_gate(runs, capsys):
+    from kbdebug.cli import main
+
+    path = runs("overrun").replay.path
+    line = line_of(kernels.kernel_overrun, "x = tl.wait(tl.load_async(table")
+    code = main(["report", str(path), "--fail-on", "hazard", "--min-saving", "100%"])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    section = out[out.index("hazards (1:") : out.index("\nfindings (")]
+    assert "KB204 out-of-bounds  on PE 0; 1 time" in section
+    assert f"access: PE 0 load_async at tests/kernels_memory_order.py:{line}" in section
+    assert "second:" not in section
+    assert f"out-of-bounds, tests/kernels_memory_order.py:{line}, PE 0)" in err

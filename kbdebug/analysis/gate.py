@@ -105,14 +105,15 @@ class Gate:
             k = len(self.hazards)
             lines.append(
                 f"--fail-on {selectors} matched {k} hazard{'s' if k != 1 else ''} "
-                "(results that depend on timing):"
+                "(results that depend on timing or bytes outside their tensor):"
             )
             for h in self.hazards[:GATE_LINES]:
                 pes = f"PE {h.first.pe} and PE {h.second.pe}" if h.across_pes else f"PE {h.pe}"
-                lines.append(
-                    f"  {escape(h.id, 512)}  ({escape(h.title, 64)}, {_short(h.first.loc)} "
-                    f"then {_short(h.second.loc)}, {pes})"
-                )
+                # One access outside its tensor (KB204) is no pair: its line once.
+                at = _short(h.second.loc)
+                if h.first is not h.second:
+                    at = f"{_short(h.first.loc)} then {at}"
+                lines.append(f"  {escape(h.id, 512)}  ({escape(h.title, 64)}, {at}, {pes})")
             if k > GATE_LINES:
                 lines.append(f"  ... {k - GATE_LINES} more (--json lists all)")
         n = len(self.matched)

@@ -191,8 +191,12 @@ def hazard_lines(hazard: Hazard) -> list[str]:
         f"  {escape(hazard.rule, 16)} {escape(_loc_text(second.loc), 512)}  "
         f"{escape(hazard.title, 64)}",
         f"      {pes}; {times}; {escape(hazard.where, 256)}",
-        f"      first {escape(first.op, 32)} at {escape(_loc_text(first.loc), 512)}, then "
-        f"{escape(second.op, 32)} at {escape(_loc_text(second.loc), 512)}",
+        (
+            f"      {escape(second.op, 32)} at {escape(_loc_text(second.loc), 512)}"
+            if first is second  # one access outside its tensor (KB204), no pair
+            else f"      first {escape(first.op, 32)} at {escape(_loc_text(first.loc), 512)}, "
+            f"then {escape(second.op, 32)} at {escape(_loc_text(second.loc), 512)}"
+        ),
         f"      {escape(hazard.message)}",
         f"      fix: {escape(hazard.suggestion)}",
         f"      id: {escape(hazard.id, 512)}",
