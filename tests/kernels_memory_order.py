@@ -152,3 +152,36 @@ def launch_two_lines(n_tiles: int = 6) -> Scenario:
     dst = mem.alloc(N * N * 4)
     mem.name("DST", dst, (N, N), "f32")
     return Scenario(kernel_two_lines, (a_ptr, b_ptr, dst, n_tiles), (1,), mem)
+
+
+def kernel_publish(tl, shared, dst, send_at):
+    """PE 0 writes a tile to HBM, waits it, does unrelated work and then signals PE 1,
+    which reads the tile after the signal (``send_at``: 0 after the work, 1 right after
+    the store's wait, the earliest that still orders PE 1's read)."""
+    w = _ones(tl)
+    if tl.program_id(0) == 0:
+        flag = tl.full((8, 8), 1.0, "f16")
+        tl.wait(tl.store(shared, tl.dot(w, w).to("f16")))
+        if send_at == 1:
+            tl.send("right", flag)
+        busy = tl.dot(w, w)
+        busy = tl.dot(busy.to("f16"), w)
+        tl.store(dst + TILE, busy.to("f16"))
+        if send_at == 0:
+            tl.send("right", flag)  # the signal, late
+    else:
+        tl.wait(tl.recv_async("left", (8, 8), "f16"))
+        tile = tl.wait(tl.load_async(shared, (N, N), "f16"))
+        tl.wait(tl.store(dst, tile))
+
+
+def launch_publish(send_at: int = 0) -> Scenario:
+    from emulator import HardwareConfig
+
+    mem = _memory(8 * TILE + 4096)
+    shared = mem.alloc(TILE)
+    mem.name("SHARED", shared, (N, N), "f16")
+    dst = mem.alloc(2 * TILE)
+    mem.name("DST", dst, (2 * N, N), "f16")
+    config = HardwareConfig(mesh_rows=1, mesh_cols=2, mesh_wrap=False)
+    return Scenario(kernel_publish, (shared, dst, send_at), (2,), mem, config=config)

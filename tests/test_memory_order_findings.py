@@ -164,3 +164,26 @@ def test_kb204_is_listed_with_the_hazards_and_fails_the_hazard_gate(runs, capsys
     assert f"access: PE 0 load_async at tests/kernels_memory_order.py:{line}" in section
     assert "second:" not in section
     assert f"out-of-bounds, tests/kernels_memory_order.py:{line}, PE 0)" in err
+
+
+def test_a_signal_to_another_pe_never_moves_above_the_store_it_announces(runs):
+    late = runs("publish", send_at=0)
+    (finding,) = [f for f in late.findings if f.rule == "KB112"]
+    store_wait = line_of(kernels.kernel_publish, "tl.wait(tl.store(shared")
+    # Right after the store's wait, not after the line making the flag above it (PE 1
+    # would then read SHARED before it landed).
+    assert (
+        f"right after the line that produces its data (kernels_memory_order.py:{store_wait})"
+        in (finding.suggestion)
+    )
+    # PE 1's bound takes the store's landing before its read, wherever PE 0 issued the
+    # send: the same as with the send placed right after the wait.
+    early = runs("publish", send_at=1)
+    assert early.hazards == []
+    assert late.bounds[1].bound == early.bounds[1].bound
+    measured = _end_of_launch(late) - _end_of_launch(early)
+    assert abs(finding.saving - measured) <= 0.1 * measured, (finding.saving, measured)
+
+
+def _end_of_launch(analysis: Analysis) -> int:
+    return max(b.end for b in analysis.bounds) - min(b.start for b in analysis.bounds)

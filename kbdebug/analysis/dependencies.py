@@ -43,12 +43,27 @@ def dependencies(
     stores,
     times=None,
     outside: frozenset[int] = frozenset(),
+    loads=None,
 ) -> None:
     """Fill ``prog``'s needs, first uses, fences and floors from what its steps read.
     ``stores``: (first byte, end, PE) of every store of the launch; ``times``: per command,
     the cycle a store landed and the cycle a load read HBM (-1: never), when known;
-    ``outside``: loads and stores that reach outside their tensor (no fence is theirs)."""
+    ``outside``: loads and stores that reach outside their tensor (no fence is theirs);
+    ``loads``: (first byte, end, PE) of every load of the launch.
+
+    A send issued after the wait of a store whose bytes another PE loads may be what
+    tells that PE the bytes have landed: it needs that store (the latest such one waited
+    before it; one write channel lands stores in issue order) and is never moved above
+    its wait."""
     lo_all, hi_all, pe_all = stores
+    load_lo, load_hi, load_pe = loads if loads is not None else (hi_all[:0], hi_all[:0], pe_all[:0])
+
+    def read_elsewhere(c: int) -> bool:
+        """Whether another PE loads bytes of store ``c``."""
+        if not len(load_lo) or not 0 <= c < len(addr) or c in outside:
+            return False
+        lo, hi = int(addr[c]), int(addr[c]) + int(nbytes[c])
+        return bool(((load_lo < hi) & (load_hi > lo) & (load_pe != prog.pe)).any())
 
     def foreign(c: int) -> bool:
         """Whether load ``c`` reads bytes another PE stores."""
@@ -78,11 +93,15 @@ def dependencies(
     last_gate = -1
     store_waits: list[tuple[int, int]] = []  # (wait step, store cmd)
     recv_need: dict[int, int] = {}
+    signal: tuple[int, int] | None = None  # (wait step, store) another PE reads after
     for s in range(n):
         floor[s] = last_gate
         k = kinds[s]
         if k == BARRIER:
             last_gate = s
+        elif k == SEND and signal is not None:
+            floor[s] = max(last_gate, signal[0])
+            pairs.append((s, signal[1]))
         elif k == WAIT:
             c = cmds[s]
             post = issue_step.get(c)
@@ -90,6 +109,8 @@ def dependencies(
             if kind in (STORE, SEND):
                 if kind == STORE:
                     store_waits.append((s, c))
+                    if read_elsewhere(c):
+                        signal = (s, c)
                 continue
             if not prog.knows_reads:
                 prog.first_use[s] = s

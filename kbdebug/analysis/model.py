@@ -409,6 +409,14 @@ def build_model(index: TraceIndex) -> Model:
         store_lo + np.asarray(cmds.nbytes, dtype=np.int64)[is_store],
         np.asarray(cmds.pe, dtype=np.int64)[is_store],
     )
+    load_ids = [i for i, name in enumerate(index.strings) if name in ("load", "load_async")]
+    is_load = np.isin(np.asarray(cmds.op, dtype=np.int64), load_ids)
+    load_lo = np.asarray(cmds.addr, dtype=np.int64)[is_load]
+    loads = (
+        load_lo,
+        load_lo + np.asarray(cmds.nbytes, dtype=np.int64)[is_load],
+        np.asarray(cmds.pe, dtype=np.int64)[is_load],
+    )
     run_ok = status in (None, "ok") and not index.truncated and index.footer is not None
     from kbdebug.analysis.dependencies import dependencies, send_producers
     from kbdebug.analysis.oob import outside_commands
@@ -518,7 +526,9 @@ def build_model(index: TraceIndex) -> Model:
             for b, n in zip(read_by[mine].tolist(), read_cmd[mine].tolist(), strict=True)
             if b in step_of_cmd
         ]
-        dependencies(prog, pairs, cmds.addr, cmds.nbytes, stores, (t_complete, t_read), outside)
+        dependencies(
+            prog, pairs, cmds.addr, cmds.nbytes, stores, (t_complete, t_read), outside, loads
+        )
         send_producers(prog, pairs, cmds.shape, cmds.dtype)
         if made_by is not None:
             use_recorded_producers(prog, made_by, step_of_cmd)
