@@ -38,12 +38,13 @@ def _chain_sum(tl, a_ptr, b_ptr, pe):
     return acc
 
 
-def chain_late(tl, a_ptr, b_ptr, w_ptr, side_ptr, c_ptr):
-    """The running sum sent on after the side projection, which does not need it sent."""
+def chain_late(tl, a_ptr, b_ptr, w_ptr, side_ptr, c_ptr, wc=N):
+    """The running sum sent on after the side projection, which does not need it sent
+    (and whose output, (M, wc) f32, has the running sum's shape unless ``wc`` < N)."""
     pe, n = tl.program_id(0), tl.num_programs(0)
     w = tl.load(w_ptr, (N, N))
     total = _chain_sum(tl, a_ptr, b_ptr, pe)
-    side = tl.dot(tl.dot(total.to("f16"), w).to("f16"), w)  # (M, N) f32, as total
+    side = tl.dot(tl.dot(total.to("f16"), w).to("f16"), w[:, :wc])
     tl.store(side_ptr + pe * M * N * 4, side)
     if pe + 1 < n:
         tl.send("right", total)  # mark: late
@@ -66,7 +67,7 @@ def chain_early(tl, a_ptr, b_ptr, w_ptr, side_ptr, c_ptr):
         tl.wait(done)
 
 
-def _run(kernel, path: Path) -> Path:
+def _run(kernel, path: Path, **options) -> Path:
     rng = np.random.default_rng(3)
     k = PES * TILES * BK
     a = rng.standard_normal((M, k)).astype(np.float16)
@@ -77,7 +78,8 @@ def _run(kernel, path: Path) -> Path:
     w_ptr = memory.put((rng.standard_normal((N, N)) * 0.1).astype(np.float16), name="W")
     side_ptr, c_ptr = memory.alloc(PES * M * N * 4), memory.alloc(M * N * 4)
     config = HardwareConfig(mesh_rows=1, mesh_cols=PES)
-    run_kernel(kernel, (a_ptr, b_ptr, w_ptr, side_ptr, c_ptr), (PES,), memory, config, trace=path)
+    args = (a_ptr, b_ptr, w_ptr, side_ptr, c_ptr, *options.pop("args", ()))
+    run_kernel(kernel, args, (PES,), memory, config, trace=path, **options)
     return path
 
 
@@ -127,3 +129,14 @@ def test_the_fixed_twin_does_not_beat_the_late_runs_bound(runs):
 def test_a_send_already_early_gets_no_kb112(runs):
     _, early = runs
     assert not [f for f in Analysis(early).findings if f.rule == "KB112"]
+
+
+def test_a_trace_without_provenance_keeps_the_guess_and_says_so(tmp_path):
+    """Before format 1.6 the producer is the latest compute of the sent tile's shape:
+    right when the side projection has another shape, and the message says it guessed."""
+    path = _run(chain_late, tmp_path / "old.kbt", args=(N // 2,), provenance=False)
+    old = Replay.open(path, cache=False)
+    assert "provenance" not in old.index.header
+    (f,) = [f for f in Analysis(old).findings if f.rule == "KB112"]
+    assert f.loc.line == _line_of(chain_late, "late")
+    assert "guessed from the sent tile's shape and dtype" in f.message
