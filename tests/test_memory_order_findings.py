@@ -187,3 +187,19 @@ def test_a_signal_to_another_pe_never_moves_above_the_store_it_announces(runs):
 
 def _end_of_launch(analysis: Analysis) -> int:
     return max(b.end for b in analysis.bounds) - min(b.start for b in analysis.bounds)
+
+
+def test_kb204_in_sarif_and_sweep_rows_is_one_access(runs):
+    from kbdebug.export.sarif import to_sarif
+    from kbdebug.sweep.point import hazard_outcomes
+
+    run = runs("overrun")
+    line = line_of(kernels.kernel_overrun, "x = tl.wait(tl.load_async(table")
+    results = to_sarif(run, "overrun.kbt")["runs"][0]["results"]
+    (kb204,) = [r for r in results if r["ruleId"] == "KB204"]
+    assert kb204["level"] == "error"
+    assert kb204["locations"][0]["physicalLocation"]["region"]["startLine"] == line
+    assert "relatedLocations" not in kb204  # no first access, no wait to add
+    ((_, label, outcome),) = hazard_outcomes(run)
+    assert label == f"KB204 out-of-bounds tests/kernels_memory_order.py:{line}"
+    assert outcome == "the run read 1,024 bytes outside TABLE"

@@ -166,7 +166,7 @@ def _hazard_result(h: Hazard, index: dict[str, int]) -> dict[str, Any]:
             (h.first.loc, f"the first access ({h.first.op} on PE {h.first.pe})"),
             (h.fix_loc, f"the wait to add goes above this line (PE {h.fix_pe})"),
         )
-        if review.in_source(loc)
+        if review.in_source(loc) and h.first is not h.second  # KB204: one access, no wait
     ]
     if related:
         result["relatedLocations"] = [{"id": i + 1, **r} for i, r in enumerate(related)]

@@ -293,7 +293,9 @@ def hazard_outcomes(analysis: Analysis) -> tuple[tuple[str, str, str], ...]:
 def _hazard_label(hazard: Any) -> str:
     """``KB201 read-after-write k.py:30 after :28`` (the second line, then the first)."""
     first, second = hazard.first.loc, hazard.second.loc
-    if first is not None and second is not None and first.file == second.file:
+    if hazard.first is hazard.second:  # one access outside its tensor (KB204)
+        lines = f"{second}"
+    elif first is not None and second is not None and first.file == second.file:
         lines = f"{second} after :{first.line}"
     else:
         lines = f"{second} after {first}"
