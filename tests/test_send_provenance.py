@@ -11,12 +11,15 @@ prices moving it up, and the bound lets the send leave after the add.
 from __future__ import annotations
 
 import inspect
+import io
 from pathlib import Path
 
+import msgpack
 import numpy as np
 import pytest
 
 from emulator import HardwareConfig, Memory, run_kernel
+from emulator.trace.schema import Kind
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.model import build_model, launch_efficiency
 from kbdebug.replay import Replay
@@ -140,3 +143,19 @@ def test_a_trace_without_provenance_keeps_the_guess_and_says_so(tmp_path):
     (f,) = [f for f in Analysis(old).findings if f.rule == "KB112"]
     assert f.loc.line == _line_of(chain_late, "late")
     assert "guessed from the sent tile's shape and dtype" in f.message
+
+
+def test_a_provenance_naming_no_earlier_command_of_its_pe_is_ignored(runs, tmp_path):
+    """A forged trace whose records name the store or send itself, or a later command
+    (of another PE), opens; the model then guesses as for a trace without them."""
+    late, _ = runs
+    data = Path(late.path).read_bytes()
+    records = list(msgpack.Unpacker(io.BytesIO(data), strict_map_key=False))
+    last = max(r[3] for r in records if isinstance(r, list) and r[0] in (18, 19, 20, 21))
+    for r in records:
+        if isinstance(r, list) and r[0] == Kind.PROVENANCE:
+            r[4] = r[3] if r[3] % 2 else last  # itself, or the launch's last command
+    forged = tmp_path / "forged.kbt"
+    forged.write_bytes(b"".join(msgpack.packb(r) for r in records))
+    guessed = Replay.open(_run(chain_late, tmp_path / "old.kbt", provenance=False), cache=False)
+    assert _launch_bound(Replay.open(forged, cache=False)) == _launch_bound(guessed)
