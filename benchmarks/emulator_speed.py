@@ -16,6 +16,9 @@ run, interleaved) and as the ratio of the fastest times:
 - digests on / off: the run writing a .kbt file with the digest of every tensor
   waited and stored (format 1.5, the default) over the same run writing none
   (``KBDEBUG_DIGESTS=0``, what a 1.4 writer wrote), interleaved (goal <= 1.10).
+  ``--digests-only`` measures just this line, on ``--scenario`` decode_prefetch
+  (``--tiles`` K/V tiles), prefill (``--tiles`` K/V tiles per PE) or gemm_pipeline
+  (``--tiles`` row tiles of A).
 
 With ``--breakdown``, where tracing's time goes, each over tracing off: a
 recorder that takes every call and keeps nothing (the emulator's emit sites and
@@ -24,6 +27,7 @@ interning and record tuples), and the TraceWriter writing the file (plus msgpack
 packing and the writes).
 
     python benchmarks/emulator_speed.py [--tiles 4096] [--repeat 5] [--breakdown]
+    python benchmarks/emulator_speed.py --digests-only --scenario gemm_pipeline
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import msgpack
 import simpy
 
 from emulator.recorder import MemoryRecorder, NullRecorder, TeeRecorder
-from emulator.scenarios import decode_prefetch
+from emulator.scenarios import Scenario, decode_prefetch, gemm_pipeline, prefill
 from emulator.trace import wire
 from emulator.trace.schema import Kind
 from emulator.trace.writer import TraceWriter
@@ -64,10 +69,22 @@ def count_work(n_tiles: int) -> tuple[int, int, int, int, int]:
     return commands, commands + waits - blocking_loads, len(rec.events), records, len(data)
 
 
+#: The scenarios --digests-only measures, each of ``n`` tiles.
+DIGEST_SCENARIOS = {
+    "decode_prefetch": lambda n: decode_prefetch(n_tiles=n),
+    "prefill": lambda n: prefill(n_tiles=n),
+    "gemm_pipeline": lambda n: gemm_pipeline(m=64 * n),
+}
+
+
 def time_emulator(
-    n_tiles: int, trace: str | None = None, recorder: object = None, digests: bool = True
+    n_tiles: int,
+    trace: str | None = None,
+    recorder: object = None,
+    digests: bool = True,
+    make: Callable[[int], Scenario] = DIGEST_SCENARIOS["decode_prefetch"],
 ) -> float:
-    scenario = decode_prefetch(n_tiles=n_tiles)  # setup (random K/V) is not timed
+    scenario = make(n_tiles)  # setup (random inputs) is not timed
     gc.collect()
     start = time.process_time()
     if recorder is None:
@@ -138,6 +155,21 @@ def summary(top: list[float], bottom: list[float]) -> str:
     )
 
 
+def digests_only(scenario: str, n_tiles: int, repeat: int) -> None:
+    """The digests on / off line alone, on ``scenario``."""
+    make = DIGEST_SCENARIOS[scenario]
+    on, off = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "run.kbt")
+        time_emulator(n_tiles, path, make=make)  # imports, first-run caches
+        for _ in range(repeat):
+            on.append(time_emulator(n_tiles, path, make=make))
+            off.append(time_emulator(n_tiles, path, digests=False, make=make))
+    print(f"{scenario}, {n_tiles} tiles: digests off {statistics.median(off):.3f} CPU s median")
+    print(f"digests on / off (tracing on): {summary(on, off)}  (goal <= 1.10)")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiles", type=int, default=4096)
@@ -145,7 +177,19 @@ def main() -> None:
     parser.add_argument(
         "--breakdown", action="store_true", help="also print where tracing's time goes"
     )
+    parser.add_argument(
+        "--digests-only",
+        action="store_true",
+        help="measure only digests on / off, on --scenario",
+    )
+    parser.add_argument("--scenario", choices=sorted(DIGEST_SCENARIOS))
     args = parser.parse_args()
+    if args.scenario is not None and not args.digests_only:
+        parser.error("--scenario is for --digests-only (the other lines run decode_prefetch)")
+    if args.digests_only:
+        args.scenario = args.scenario or "decode_prefetch"
+        digests_only(args.scenario, args.tiles, args.repeat)
+        return
 
     commands, calls, events, records, size = count_work(args.tiles)
     gc.collect()
