@@ -54,7 +54,9 @@ escapes them)::
                                      # "" if none (or the trace is before 1.5)
       "hazards": [{"id",                # KB201-KB203: two accesses to overlapping bytes,
                                         # at least one a store, no wait or message orders
-                                        # (RULE:SECOND&FIRST identities, :peN on one PE N)
+                                        # (RULE:SECOND&FIRST identities, :peN on one PE N);
+                                        # KB204: one access outside its tensor (KB204:IDENTITY,
+                                        # "first" and "second" both that access)
                    "line_id",           # RULE:FILE:LINE of the second access
                    "rule", "title",     # "read-after-write", "write-after-read", ...
                    "across_pes": bool,
