@@ -146,14 +146,26 @@ def imbalance_of(model: Model) -> Imbalance | None:
     # its work, which the split moves, so they stand for no end of their own.
     waiting = {q for pe in late for q in held[pe] if q != pe}
 
-    def split_ends(length) -> dict[int, float]:
+    def rate_of(length, run: bool) -> float:
+        """The cycles of ``length`` (``run``: the kernel times, else the bounds) a unit of
+        work takes: the late PEs' length per extra unit over the typical PE's."""
+        if typical not in waiting:
+            return max(0.0, sum(length(pe) - length(typical) for pe in late) / extra)
+        # The typical PE's length waits on the late PEs: as the kernel runs, against its
+        # run less its receive stalls (which leaves out the start-up both pay); for the
+        # bound, the late PEs' own per unit (the most a unit can take of it).
+        rate = sum(length(pe) for pe in late) / max(sum(units[pe] for pe in late), 1)
+        if run:
+            own = length(typical) - stalled.get(typical, 0)
+            per_unit = sum(length(pe) - own for pe in late) / extra
+            rate = per_unit if per_unit > 0 else rate
+        return rate
+
+    def split_ends(length, run: bool) -> dict[int, float]:
         """Each PE's end with the work split evenly, its length grown (or, on a late PE,
-        shrunk) by the late PEs' length per extra unit over the typical PE's; a PE that is
-        not imbalanced never gives units away."""
-        if typical in waiting:  # its length waits on the late PEs: theirs per unit
-            rate = sum(length(pe) for pe in late) / max(sum(units[pe] for pe in late), 1)
-        else:
-            rate = max(0.0, sum(length(pe) - length(typical) for pe in late) / extra)
+        shrunk) by ``rate_of(length, run)`` per unit; a PE that is not imbalanced never
+        gives units away."""
+        rate = rate_of(length, run)
         out = {}
         for pe, prog in programs.items():
             delta = even - units[pe]
@@ -163,7 +175,7 @@ def imbalance_of(model: Model) -> Imbalance | None:
         return out
 
     bound_end = max(p.start + bounds[pe] for pe, p in programs.items())
-    with_bounds = split_ends(lambda pe: bounds[pe])
+    with_bounds = split_ends(lambda pe: bounds[pe], run=False)
     kept = [pe for pe in others if pe not in waiting] or list(late)
     # Some PE holds the even share: the least of the PEs' bounds with it is a bound, and
     # no PE that keeps its work ends before its own bound.
@@ -171,8 +183,9 @@ def imbalance_of(model: Model) -> Imbalance | None:
         max((programs[pe].start + bounds[pe] for pe in kept if pe not in late), default=0),
         math.floor(min(v for pe, v in with_bounds.items() if pe not in waiting)),
     )
-    by_split = split_ends(lambda pe: programs[pe].achieved)
+    by_split = split_ends(lambda pe: programs[pe].achieved, run=True)
     spread = math.ceil(max(v for pe, v in by_split.items() if pe not in waiting))
+    run_rate = rate_of(lambda pe: programs[pe].achieved, run=True)
     for pe in late:
         if len(held[pe]) == 1:
             continue
@@ -188,7 +201,7 @@ def imbalance_of(model: Model) -> Imbalance | None:
             balanced,
             math.floor(prog.start + bound_tail - (units[pe] - fewest) * bounds[pe] / units_here),
         )
-        gone = max(0, units[pe] - even) * prog.achieved / units_here
+        gone = max(0, units[pe] - even) * run_rate
         spread = max(spread, math.ceil(prog.end - gone + tail))
     return Imbalance(
         late=late,
