@@ -69,7 +69,9 @@ KB113 hbm-contention
 A line found on some PEs is re-timed with its edit on every PE that waits there
 (:mod:`kbdebug.analysis.line_edits`). KB104 and KB109 at one wait line on different
 PEs are one edit (the wait moved to the first use): one finding, under the rule that
-gains more.
+gains more. No edit moves an access across another of the same bytes it follows (the
+model's fences and floors), and the lines of a hazard's accesses, or of accesses
+outside their tensor, get no finding (:mod:`kbdebug.analysis.unsafe_lines`).
 """
 
 from __future__ import annotations
