@@ -54,8 +54,9 @@ _F32 = np.dtype(np.float32)
 # id of the array owning the tile's values: tl.dot converts the same tiles next and takes
 # them from here. Entries hold a weak reference to their array (an id is reused once its
 # array is gone: the reference then no longer gives it) and are few (a tile is multiplied
-# soon after its wait); one is dropped when kernel code gets hold of the array itself (a
-# host read, which could write to it: see forget_f32).
+# soon after its wait; the least recently used goes first); one is dropped when kernel
+# code gets hold of the array itself (a host read, which could write to it: see
+# forget_f32).
 _KEPT: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 KEPT_CONVERSIONS = 4
 
@@ -89,6 +90,9 @@ def as_f32(array: np.ndarray) -> np.ndarray:
         owner = array if array.base is None else array.base
         kept = _KEPT.get(id(owner))
         if kept is not None and kept[0]() is owner:
+            # Used again, so dropped last: a tile every step multiplies (a decode's q, a
+            # GEMM's B) stays converted while the streamed tiles come and go.
+            _KEPT[id(owner)] = _KEPT.pop(id(owner))
             if array is owner:
                 return kept[1]
             if array.shape == owner.shape[::-1] and array.strides == owner.strides[::-1]:

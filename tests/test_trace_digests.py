@@ -12,6 +12,7 @@ from test_trace_tables import outcome
 from trace_synth import footer_record, header_record, pack_objects
 
 from emulator import HardwareConfig, Memory, run_kernel
+from emulator.dtypes import KEPT_CONVERSIONS, as_f32, f32_kept
 from emulator.trace import wire
 from emulator.trace.digests import Digest, digest_of
 from emulator.trace.reader import read_trace, read_trace_tables
@@ -272,3 +273,14 @@ def test_a_digest_from_kept_f32_values_is_the_f16_tiles_digest():
     assert digest_of(4, tile, tile.astype(np.float32)) == digest_of(4, tile)
     tile[3, 3] = np.nan
     assert digest_of(4, tile, tile.astype(np.float32)) == digest_of(4, tile)
+
+
+def test_a_tile_multiplied_every_step_stays_converted_while_streamed_tiles_pass():
+    q = np.ones((8, 16), np.float16)
+    q_values = f32_kept(q)
+    streamed = []
+    for step in range(3 * KEPT_CONVERSIONS):
+        streamed.append(np.full((16, 16), step, np.float16))
+        f32_kept(streamed[-1])  # the step's K tile, converted at its wait
+        assert as_f32(q) is q_values, step  # tl.dot(q, ...): no conversion again
+    assert as_f32(streamed[0]) is not as_f32(streamed[0])  # long gone: converted anew
