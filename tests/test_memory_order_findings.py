@@ -203,3 +203,32 @@ def test_kb204_in_sarif_and_sweep_rows_is_one_access(runs):
     ((_, label, outcome),) = hazard_outcomes(run)
     assert label == f"KB204 out-of-bounds tests/kernels_memory_order.py:{line}"
     assert outcome == "the run read 1,024 bytes outside TABLE"
+
+
+def test_outside_ranges_agrees_with_a_tensor_by_tensor_search():
+    """The vectorised search against one asking each range of every tensor, on random
+    layouts with gaps, adjacent and nested tensors."""
+    import numpy as np
+
+    from emulator.trace.digests import TensorDef
+    from kbdebug.analysis.oob import outside_ranges
+    from kbdebug.replay.slices import Tensors
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        defs, addr = [], 0
+        for i in range(int(rng.integers(1, 6))):
+            addr += int(rng.choice([0, 0, 64, 256]))
+            rows = int(rng.integers(1, 8))
+            defs.append(TensorDef(f"T{i}", addr, (rows, 16), "f32", (64, 4)))
+            if rng.random() < 0.3 and rows > 1:  # a tensor named inside it
+                defs.append(TensorDef(f"I{i}", addr + 64, (rows - 1, 16), "f32", (64, 4)))
+            addr += rows * 64
+        tensors = Tensors(defs)
+        lo = rng.integers(0, addr + 128, size=64)
+        hi = lo + rng.integers(1, 300, size=64)
+        got = outside_ranges(tensors, lo, hi)
+        for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+            inside = any(t.addr <= a and b <= t.addr + t.nbytes for t in defs)
+            touches = any(t.addr < b and a < t.addr + t.nbytes for t in defs)
+            assert (i in got) == (not inside and touches), (defs, a, b, got.get(i))

@@ -16,6 +16,10 @@ named as a slice where another tensor holds them.
 
 from __future__ import annotations
 
+import bisect
+
+import numpy as np
+
 from emulator.trace.digests import TensorDef, read_tensors
 from kbdebug.analysis.hazard_order import accesses_of
 from kbdebug.analysis.hazards import MAX_OCCURRENCES, Hazard, HazardAccess
@@ -37,39 +41,61 @@ def _tensors(index: TraceIndex) -> Tensors | None:
         return None
 
 
-def _started_in(tensors: Tensors, lo: int, hi: int) -> TensorDef | None:
+def _started_in(tensors: Tensors, starts: list[int], lo: int, hi: int) -> TensorDef | None:
     """The tensor an access [lo, hi) meant: the innermost holding its first byte, else
     (it starts in unnamed bytes) the first tensor it runs into."""
     held = tensors.containing(lo, 1)
     if held is not None:
         return held
-    for tensor in tensors.tensors:
-        if tensor.addr >= hi:
-            break
-        if tensor.addr + tensor.nbytes > lo:
-            return tensor
+    i = bisect.bisect_left(starts, lo)
+    if i < len(starts) and starts[i] < hi:
+        return tensors.tensors[i]
     return None
 
 
 def outside_commands(index: TraceIndex) -> dict[int, tuple[TensorDef, int, int]]:
     """Per access that reaches outside the tensor it starts in: (that tensor, the first
     byte outside it, the end of the bytes outside). Empty without named tensors."""
-    out: dict[int, tuple[TensorDef, int, int]] = {}
     tensors = _tensors(index)
-    if tensors is not None and len(tensors):
-        acc = accesses_of(index)
-        for row in range(len(acc.cmd)):
-            lo, hi = int(acc.lo[row]), int(acc.hi[row])
-            if tensors.containing(lo, hi - lo) is not None:
-                continue
-            meant = _started_in(tensors, lo, hi)
-            if meant is None:  # nothing named near it: bytes the trace does not name
-                continue
-            end = meant.addr + meant.nbytes
-            if lo < meant.addr:  # starts below it, runs into it
-                out[int(acc.cmd[row])] = (meant, lo, meant.addr)
-            else:
-                out[int(acc.cmd[row])] = (meant, end, hi)
+    if tensors is None or not len(tensors):
+        return {}
+    acc = accesses_of(index)
+    rows = outside_ranges(tensors, acc.lo, acc.hi)
+    return {int(acc.cmd[row]): found for row, found in rows.items()}
+
+
+def outside_ranges(
+    tensors: Tensors, lo: np.ndarray, hi: np.ndarray
+) -> dict[int, tuple[TensorDef, int, int]]:
+    """Per range [lo[i], hi[i]) that reaches outside the tensor it starts in (or starts in
+    unnamed bytes and runs into a tensor): (that tensor, the bytes outside it)."""
+    out: dict[int, tuple[TensorDef, int, int]] = {}
+    if not len(lo) or not len(tensors):
+        return out
+    # Most ranges lie inside the tensor starting nearest before them, or in bytes no
+    # tensor reaches: both settled for all ranges at once; the rest one by one.
+    starts = [t.addr for t in tensors.tensors]
+    begin = np.array(starts, dtype=np.int64)
+    end = begin + np.array([t.nbytes for t in tensors.tensors], dtype=np.int64)
+    reach = np.maximum.accumulate(end)
+    nearest = np.searchsorted(begin, lo, side="right") - 1
+    at = np.maximum(nearest, 0)
+    before = nearest >= 0
+    held = before & (end[at] >= hi)
+    covered = before & (reach[at] > lo)
+    following = np.append(begin, np.iinfo(np.int64).max)[nearest + 1]
+    unnamed = ~covered & (following >= hi)
+    for row in np.flatnonzero(~held & ~unnamed).tolist():
+        a, b = int(lo[row]), int(hi[row])
+        if tensors.containing(a, b - a) is not None:
+            continue
+        meant = _started_in(tensors, starts, a, b)
+        if meant is None:  # nothing named near it: bytes the trace does not name
+            continue
+        if a < meant.addr:  # starts below it, runs into it
+            out[row] = (meant, a, meant.addr)
+        else:
+            out[row] = (meant, meant.addr + meant.nbytes, b)
     return out
 
 
@@ -180,4 +206,4 @@ def _site(loc) -> str:
     return f"{loc} (called from {loc.caller})" if loc.caller is not None else str(loc)
 
 
-__all__ = ["RULE", "out_of_bounds", "outside_commands"]
+__all__ = ["RULE", "out_of_bounds", "outside_commands", "outside_ranges"]
