@@ -185,3 +185,28 @@ def launch_publish(send_at: int = 0) -> Scenario:
     mem.name("DST", dst, (2 * N, N), "f16")
     config = HardwareConfig(mesh_rows=1, mesh_cols=2, mesh_wrap=False)
     return Scenario(kernel_publish, (shared, dst, send_at), (2,), mem, config=config)
+
+
+def kernel_some_read_back(tl, buf, dst, n_tiles, fixed):
+    """Stores a tile each step, waited at once; every other step reads it back after
+    some work. The fix (``fixed``): wait just before the read-back, nowhere else."""
+    w = _ones(tl)
+    for i in range(n_tiles):
+        stored = tl.store(buf + i * TILE, w)
+        if not fixed:
+            tl.wait(stored)  # the early wait
+        work = tl.dot(w, w).to("f16")
+        if i % 2 == 0:
+            if fixed:
+                tl.wait(stored)
+            back = tl.wait(tl.load_async(buf + i * TILE, (N, N), "f16"))
+            tl.store(dst + i * TILE, back + work)
+
+
+def launch_some_read_back(fixed: int = 0, n_tiles: int = 6) -> Scenario:
+    mem = _memory(2 * n_tiles * TILE + 4096)
+    buf = mem.alloc(n_tiles * TILE)
+    mem.name("BUF", buf, (n_tiles * N, N), "f16")
+    dst = mem.alloc(n_tiles * TILE)
+    mem.name("DST", dst, (n_tiles * N, N), "f16")
+    return Scenario(kernel_some_read_back, (buf, dst, n_tiles, fixed), (1,), mem)

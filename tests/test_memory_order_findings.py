@@ -232,3 +232,15 @@ def test_outside_ranges_agrees_with_a_tensor_by_tensor_search():
             inside = any(t.addr <= a and b <= t.addr + t.nbytes for t in defs)
             touches = any(t.addr < b and a < t.addr + t.nbytes for t in defs)
             assert (i in got) == (not inside and touches), (defs, a, b, got.get(i))
+
+
+def test_a_store_wait_line_read_back_in_some_steps_is_one_finding_moved_and_dropped(runs):
+    early = runs("some_read_back", fixed=0)
+    wait = line_of(kernels.kernel_some_read_back, "tl.wait(stored)  # the early wait")
+    load = line_of(kernels.kernel_some_read_back, "back = tl.wait(tl.load_async(")
+    (finding,) = [f for f in early.findings if f.rule == "KB108"]
+    assert finding.loc.line == wait and finding.pes == (0,) and finding.count == 6
+    assert f"just before the load at kernels_memory_order.py:{load}" in finding.suggestion
+    assert "where it reads them (3 times); drop it" in finding.suggestion
+    measured = _end(early) - _end(runs("some_read_back", fixed=1))
+    assert abs(finding.saving - measured) <= 0.1 * measured, (finding.saving, measured)
