@@ -195,9 +195,6 @@ class StreamEdits:
         """KB103: loads that queued behind later-needed loads on their read channel."""
         index = self.index
         cmds = index.commands
-        t_req = event_times(index, cmds.request)
-        t_grant = event_times(index, cmds.grant)
-        t_rel = event_times(index, cmds.release)
         loads = self.loads()
         need_of = {c: self.wait_step.get(c, 1 << 60) for c in loads}
         culprits: dict[int, int] = {}
@@ -207,13 +204,19 @@ class StreamEdits:
             on = np.array(
                 [c for c in index.channel_cmds[ch].tolist() if c in need_of], dtype=np.int64
             )
-            on = on[t_grant[on] >= 0] if len(on) else on
+            # Times of this channel's loads only: of every command, per PE, they cost
+            # O(PEs x commands) on a mesh.
+            on = on[event_times(index, cmds.grant[on]) >= 0] if len(on) else on
             if len(on) < 2:
                 continue
-            on = on[np.argsort(t_grant[on], kind="stable")]
-            grant, request = t_grant[on], t_req[on]
+            on = on[np.argsort(event_times(index, cmds.grant[on]), kind="stable")]
+            grant, request = (
+                event_times(index, cmds.grant[on]),
+                event_times(index, cmds.request[on]),
+            )
             transfer = np.array([self.prog.transfer[c] for c in on.tolist()], dtype=np.int64)
-            release = np.where(t_rel[on] >= 0, t_rel[on], grant + transfer)
+            released = event_times(index, cmds.release[on])
+            release = np.where(released >= 0, released, grant + transfer)
             need = np.array([need_of[c] for c in on.tolist()], dtype=np.int64)
             step = np.array([self.issue_step[c] for c in on.tolist()], dtype=np.int64)
             stalled = np.array([self.stall.get(c, 0) > 0 for c in on.tolist()])
