@@ -244,3 +244,11 @@ def test_a_store_wait_line_read_back_in_some_steps_is_one_finding_moved_and_drop
     assert "where it reads them (3 times); drop it" in finding.suggestion
     measured = _end(early) - _end(runs("some_read_back", fixed=1))
     assert abs(finding.saving - measured) <= 0.1 * measured, (finding.saving, measured)
+
+
+def test_the_report_says_a_hazards_lines_get_no_performance_finding(runs, capsys):
+    from kbdebug.cli import main
+
+    main(["report", str(runs("scratch", fenced=0).replay.path)])
+    out = capsys.readouterr().out
+    assert "their lines get no performance finding until they are fixed" in out

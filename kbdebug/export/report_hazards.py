@@ -36,7 +36,8 @@ def hazard_lines(hazards: list[Hazard]) -> list[str]:
     n = len(hazards)
     lines = [
         "",
-        f"hazards ({n}: results that depend on timing; any fails --fail-on any or hazard):",
+        f"hazards ({n}: results that depend on timing; any fails --fail-on any or hazard;",
+        "  their lines get no performance finding until they are fixed):",
     ]
     for h in hazards:
         where = f"PE {h.first.pe} and PE {h.second.pe}" if h.across_pes else f"PE {h.first.pe}"
