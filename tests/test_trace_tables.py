@@ -115,8 +115,14 @@ def test_tables_are_handed_over_chunk_by_chunk(monkeypatch):
     assert records_of(batches) == read_trace(DECODE).events
 
 
-def test_trace_cut_at_every_byte_reads_as_read_trace_reads_it(chunk):
-    for cut in range(len(SMALL)):
+@pytest.mark.parametrize(("chunk", "first_cut"), [(64, 0), (2048, 0), (1 << 16, 2048)])
+def test_trace_cut_at_every_byte_reads_as_read_trace_reads_it(monkeypatch, chunk, first_cut):
+    # In one 64 KiB chunk, a cut before byte 2048 reads as it does in one 2 KiB chunk
+    # (the case above it): only the cuts past 2048 are read differently.
+    monkeypatch.setattr(parser, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(parser, "BULK_BYTES", chunk)
+    assert len(SMALL) > 2048
+    for cut in range(first_cut, len(SMALL)):
         same_as_read_trace(SMALL[:cut])
 
 
