@@ -10,7 +10,7 @@ grouped fixed / new / still there, and the header figures.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from emulator.trace.schema import SourceLoc
@@ -21,6 +21,7 @@ from kbdebug.analysis.run_diff import (
     HIGHER,
     NEUTRAL,
     Change,
+    HazardGroups,
     RunDiff,
     compare,
     id_in_b,
@@ -93,6 +94,8 @@ class FindingGroups:
     new: list[Finding]
     #: (A's, B's) of each finding both runs have.
     still: list[tuple[Finding, Finding]]
+    #: The hazards (KB2xx) fixed in B, new in B and still there, listed before these.
+    hazards: HazardGroups = field(default_factory=HazardGroups)
 
 
 def _by_saving(findings: Iterable[Finding]) -> list[Finding]:
@@ -188,6 +191,8 @@ class Comparison:
                 a_incomplete=a.incomplete,
                 b_incomplete=b.incomplete,
                 warnings=kernel_warnings(self.a.index, self.b.index, sa, sb, self.lines),
+                a_hazards=a.hazards,
+                b_hazards=b.hazards,
             )
         return self._diff
 
@@ -202,7 +207,7 @@ class Comparison:
         a_ids = {id_in_b(f.id, self.lines): f for f in self.analysis["a"].findings}
         b_found = self.analysis["b"].findings
         still = [(a_ids[f.id], f) for f in _by_saving(b_found) if f.id in a_ids]
-        return FindingGroups(_by_saving(diff.removed), _by_saving(diff.added), still)
+        return FindingGroups(_by_saving(diff.removed), _by_saving(diff.added), still, diff.hazards)
 
     @property
     def headline(self) -> list[Change]:

@@ -15,9 +15,11 @@ A regression is B not completing (kernel error, deadlock, interrupted, truncated
 no events), or, when both completed, B ending later than A, or B having a finding A
 has not while not ending earlier (a fix often uncovers a smaller serialisation that
 the larger one hid: B is then faster, and its new findings are listed, not a
-regression). When either run did not complete, no number gets a "better" or "worse"
-verdict: a run cut short ends early and stalls little, which is no improvement.
-When A did not complete and B did, nothing else is a regression.
+regression), or B having a hazard A has not (wrong, not slow: whatever the speed).
+Hazards are paired by rule and by their two lines aligned through the LineMap (an edit
+that moves them keeps the hazard "still there"). When either run did not complete, no
+number gets a "better" or "worse" verdict: a run cut short ends early and stalls
+little, which is no improvement. When A did not complete and B did, nothing else is a regression.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.align import LineMap
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.summary import Summary
 
@@ -37,11 +40,13 @@ __all__ = [
     "LOWER",
     "NEUTRAL",
     "Change",
+    "HazardGroups",
     "LineChange",
     "RunDiff",
     "compare",
     "id_in_b",
     "kernel_warnings",
+    "pair_hazards",
 ]
 
 #: How a number is better: it went down, it went up, or neither (busy shares, counts).
@@ -124,6 +129,18 @@ class LineChange:
 
 
 @dataclass(frozen=True)
+class HazardGroups:
+    """The hazards (KB2xx) of A and B paired by rule and aligned lines."""
+
+    #: A's hazards B no longer has.
+    fixed: list[Hazard] = field(default_factory=list)
+    #: B's hazards A did not have.
+    new: list[Hazard] = field(default_factory=list)
+    #: (A's, B's) of each hazard both runs have.
+    still: list[tuple[Hazard, Hazard]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class RunDiff:
     """Everything ``kbdebug diff`` shows, for text or JSON."""
 
@@ -144,6 +161,8 @@ class RunDiff:
     b_incomplete: str | None = None
     #: Things to know before reading the numbers (the runs ran different kernels).
     warnings: list[str] = field(default_factory=list)
+    #: The hazards fixed in B, new in B and still there.
+    hazards: HazardGroups = field(default_factory=HazardGroups)
 
     @property
     def regression(self) -> bool:
@@ -167,12 +186,15 @@ def compare(
     a_incomplete: str | None = None,
     b_incomplete: str | None = None,
     warnings: Iterable[str] = (),
+    a_hazards: Iterable[Hazard] = (),
+    b_hazards: Iterable[Hazard] = (),
 ) -> RunDiff:
     """Compare run A (before) with run B (after).
 
     ``a_bounds``/``b_bounds`` (``Analysis.bounds``) give the efficiency per PE (none
     without them); ``lines`` aligns the stall lines across edits; ``a_incomplete``
-    and ``b_incomplete`` say why a run did not complete (``analysis.incomplete``).
+    and ``b_incomplete`` say why a run did not complete (``analysis.incomplete``);
+    ``a_hazards``/``b_hazards`` (``Analysis.hazards``) are paired by :func:`pair_hazards`.
     """
     a_findings, b_findings = list(a_findings), list(b_findings)
     comparable = a_incomplete is None and b_incomplete is None
@@ -209,10 +231,15 @@ def compare(
     added = [f for f in b_findings if f.id not in a_ids]
     removed = [f for f in a_findings if _in_b(f.id, renamed) not in b_ids]
     kept = [f.id for f in b_findings if f.id in a_ids]
+    hazards = pair_hazards(a_hazards, b_hazards, lines)
     regressions = []
     if b_incomplete is not None:
         regressions.append(f"B did not complete: {b_incomplete}")
     elif a_incomplete is None:
+        if hazards.new:
+            # As report's gate: a hazard fails whatever the speed (it has no saving).
+            n = len(hazards.new)
+            regressions.append(f"B adds {n} hazard{'s' if n != 1 else ''}")
         if b.end_time > a.end_time:
             regressions.append(f"B ends {b.end_time - a.end_time:,} cycles later than A")
         if added and b.end_time >= a.end_time:
@@ -230,7 +257,48 @@ def compare(
         a_incomplete=a_incomplete,
         b_incomplete=b_incomplete,
         warnings=list(warnings),
+        hazards=hazards,
     )
+
+
+def pair_hazards(
+    a_hazards: Iterable[Hazard], b_hazards: Iterable[Hazard], lines: LineMap | None
+) -> HazardGroups:
+    """A's and B's hazards paired by rule, side of the PE boundary and both lines (A's
+    lines taken to B's through ``lines``, as the stall lines are; by file and line
+    without it). A hazard on a line B has no counterpart of is fixed."""
+
+    def place(loc: SourceLoc | None, aligned: bool) -> tuple[str, int] | None:
+        if loc is None:
+            return None
+        if not aligned or lines is None:
+            return (loc.file, loc.line)
+        return lines.b_line(loc.file, loc.line)
+
+    def key(h: Hazard, aligned: bool) -> tuple | None:
+        second, first = place(h.second.loc, aligned), place(h.first.loc, aligned)
+        if second is None or first is None:
+            return None
+        return (h.rule, h.across_pes, second, first)
+
+    b_by_key: dict[tuple, list[Hazard]] = {}
+    b_list = list(b_hazards)
+    for h in b_list:
+        k = key(h, False)
+        if k is not None:
+            b_by_key.setdefault(k, []).append(h)
+    fixed, still, paired = [], [], set()
+    for h in a_hazards:
+        k = key(h, True)
+        match = b_by_key.get(k) if k is not None else None
+        if match:
+            other = match.pop(0)
+            still.append((h, other))
+            paired.add(id(other))
+        else:
+            fixed.append(h)
+    new = [h for h in b_list if id(h) not in paired]
+    return HazardGroups(fixed, new, still)
 
 
 def _efficiency(bounds: Iterable[PEBound] | None) -> dict[int, float | None]:

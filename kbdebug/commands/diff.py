@@ -1,6 +1,7 @@
 """`kbdebug diff A B`: two runs side by side, and whether B regressed.
 
-Exit status: 0; with ``--fail-on-regression``, 1 when B ends later than A, or has a
+Exit status: 0; with ``--fail-on-regression``, 1 when B has a hazard A has not (as
+report's gate, whatever the speed), ends later than A, or has a
 finding A has not without ending earlier (findings matched by their edit-proof id, so
 moving lines or renaming the kernel file is no regression; a faster B's new findings
 are listed, not failed), and 3 when B did not complete (kernel error, deadlock, interrupted,
@@ -38,7 +39,8 @@ Compare two traces, A (before) and B (after): end cycle, stall cycles,
 dma_read_count and efficiency (critical-path bound / achieved) per PE; busy share
 of every channel and engine; findings removed and added (matched by their
 edit-proof id: file, function, call text and ordinal, so unrelated edits do not
-count); stall per source line (lines aligned across edits: qk.py:28 → qk.py:29).
+count), after the hazards fixed, new and still there (paired by rule and both lines,
+aligned across edits); stall per source line (lines aligned across edits: qk.py:28 → qk.py:29).
 Each with both values and the change, absolute and in percent of A. A run that did
 not complete is said so, and its numbers get no verdict.
 """
@@ -53,8 +55,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "  kbdebug run decode_blocking -o blocking.kbt\n"
         "  kbdebug run decode_prefetch -o prefetch.kbt\n"
         "  kbdebug diff blocking.kbt prefetch.kbt --fail-on-regression\n\n"
-        "exit status: 0; with --fail-on-regression 1 when B is slower, or adds a finding\n"
-        "without being faster; 3 when B did not complete; 2 for a bad trace file",
+        "exit status: 0; with --fail-on-regression 1 when B adds a hazard, is slower, or\n"
+        "adds a finding without being faster; 3 when B did not complete; 2 for a bad trace file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="A", help="the trace before (baseline)")
@@ -69,7 +71,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when B ends later than A, or adds a finding without ending earlier; "
+        help="exit 1 when B adds a hazard, ends later than A, or adds a finding without "
+        "ending earlier; "
         "3 when B did not complete",
     )
 
@@ -174,6 +177,7 @@ def render(diff: RunDiff, a_path: str, b_path: str, *, per_pe: bool = False) -> 
     if busy:
         lines += ["", *_table(["busy share", "A", "B", "change", ""], _rows(busy))]
 
+    lines += _hazard_lines(diff)
     lines += ["", _findings_line(diff)]
     for label, findings in (("removed", diff.removed), ("added", diff.added)):
         n_pes = (diff.a if label == "removed" else diff.b).n_pes
@@ -203,6 +207,32 @@ def render(diff: RunDiff, a_path: str, b_path: str, *, per_pe: bool = False) -> 
     return "\n".join(escape(line, LINE_LIMIT) for line in lines) + "\n"
 
 
+def _hazard_lines(diff: RunDiff) -> list[str]:
+    """Hazards fixed in B, new in B and still there, before the findings (they are wrong,
+    not slow); nothing when neither run has one."""
+    groups = diff.hazards
+    if not (groups.fixed or groups.new or groups.still):
+        return []
+    lines = [
+        "",
+        f"hazards (results that depend on timing): {len(groups.fixed)} fixed in B, "
+        f"{len(groups.new)} new in B, {len(groups.still)} still there",
+    ]
+    rows = [("fixed", h, None, diff.a.n_pes) for h in groups.fixed]
+    rows += [("new", h, None, diff.b.n_pes) for h in groups.new]
+    rows += [("still", b, a, diff.b.n_pes) for a, b in groups.still]
+    for label, h, in_a, n_pes in rows:
+        site = short_id(h)
+        if in_a is not None and short_id(in_a) != site:  # moved by the edit: A's line too
+            site += f" (in A {short_id(in_a).partition(' ')[2]})"
+        lines.append(
+            f"  {label:<8} {escape(site, 1024)}  {escape(h.title, 64)}  "
+            f"{where_text(h, n_pes)}; bytes {escape(h.where, 256)}"
+        )
+        lines.append(f"           id: {escape(h.id, 1024)}")
+    return lines
+
+
 def _findings_line(diff: RunDiff) -> str:
     if not (diff.added or diff.removed or diff.kept):
         return "findings: none in either run"
@@ -225,6 +255,13 @@ def _verdict(diff: RunDiff) -> str:
         speed = f"B is slower: {end.delta:,} more cycles ({end.percent:+.1f}%)"
     else:
         speed = "B takes as long as A"
+    hazards = diff.hazards
+    if hazards.fixed:
+        n = len(hazards.fixed)
+        speed += f", {n} hazard{'s' if n != 1 else ''} fixed"
+    if hazards.still:
+        n = len(hazards.still)
+        speed += f", {n} hazard{'s' if n != 1 else ''} still there"
     fixed, new = len(diff.removed), len(diff.added)
     if fixed:
         speed += f", {fixed} finding{'s' if fixed != 1 else ''} gone"

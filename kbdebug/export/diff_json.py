@@ -13,6 +13,7 @@ from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.findings import Finding
 from kbdebug.analysis.run_diff import Change, RunDiff
 from kbdebug.analysis.summary import Summary
+from kbdebug.export.report_hazards import hazard_json
 
 __all__ = ["SCHEMA", "to_json"]
 
@@ -78,6 +79,11 @@ def to_json(diff: RunDiff, a_path: str, b_path: str) -> dict[str, Any]:
           "comparable": bool,                 # both completed: verdicts are given
           "warnings": [str],                  # e.g. A and B ran different kernels
           "headline": [change], "busy": [change],
+          "hazards": {"fixed": [hazard],      # KB201-KB204 A has and B has not,
+                      "new": [hazard],        # B has and A has not (a regression),
+                      "still": [{"a": hazard, "b": hazard}]},  # both, paired by rule,
+                                              # side of the PE boundary and both lines
+                                              # (aligned across edits)
           "findings": {"added": [finding], "removed": [finding], "kept": [id]},
           "stall_by_line": [{"file", "line",          # A's place (null: only in B)
                              "b_file", "b_line",      # B's place (null: only in A)
@@ -89,7 +95,8 @@ def to_json(diff: RunDiff, a_path: str, b_path: str) -> dict[str, Any]:
     where a change is ``{"name", "a", "b", "delta", "percent", "unit", "better",
     "verdict"}`` (numbers or null; verdict "" when either run did not complete), and
     a finding ``{"id", "line_id", "rule", "title", "pe", "loc", "saving", "share",
-    "message"}``, matched by ``id`` (edit-proof).
+    "message"}``, matched by ``id`` (edit-proof); a hazard is an entry of
+    ``kbdebug.report/4``'s ``hazards``.
     """
     return {
         "schema": SCHEMA,
@@ -99,6 +106,11 @@ def to_json(diff: RunDiff, a_path: str, b_path: str) -> dict[str, Any]:
         "warnings": list(diff.warnings),
         "headline": [_change_json(c) for c in diff.headline],
         "busy": [_change_json(c) for c in diff.busy],
+        "hazards": {
+            "fixed": [hazard_json(h) for h in diff.hazards.fixed],
+            "new": [hazard_json(h) for h in diff.hazards.new],
+            "still": [{"a": hazard_json(a), "b": hazard_json(b)} for a, b in diff.hazards.still],
+        },
         "findings": {
             "added": [_finding_json(f) for f in diff.added],
             "removed": [_finding_json(f) for f in diff.removed],

@@ -1,4 +1,4 @@
-"""FindingGroupsView: findings fixed, new and still there, each with its saving; Enter jumps."""
+"""FindingGroupsView: hazards, then findings, fixed, new and still there; Enter jumps."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from textual.strip import Strip
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.compare import FindingGroups
 from kbdebug.analysis.findings import Finding
+from kbdebug.analysis.hazards import Hazard
 from kbdebug.safe_text import escape
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.queries import cycles
@@ -28,13 +29,13 @@ class RunFindingChosen(Message):
 
 @dataclass(frozen=True)
 class Row:
-    """A group's title (finding None) or one finding of it."""
+    """A group's title (finding None) or one finding (or hazard) of it."""
 
     text: str
     #: The run Enter jumps in ("" for a title); for a finding in both, the focused run.
     run: str = ""
-    finding: Finding | None = None
-    other: Finding | None = None
+    finding: Finding | Hazard | None = None
+    other: Finding | Hazard | None = None
 
 
 def _saving(f: Finding) -> str:
@@ -43,7 +44,8 @@ def _saving(f: Finding) -> str:
 
 
 class FindingGroupsView(RowView):
-    """Three groups (fixed in B, new in B, still there), largest saving first."""
+    """Three groups (fixed in B, new in B, still there), largest saving first, after the
+    hazards' three groups when either run has a hazard (they are wrong, not slow)."""
 
     COMPONENT_CLASSES = {"finding-groups--title", "finding-groups--rule"}
 
@@ -70,6 +72,15 @@ class FindingGroupsView(RowView):
     def watch_groups(self, groups: FindingGroups | None) -> None:
         rows: list[Row] = []
         if groups is not None:
+            hazards = groups.hazards
+            if hazards.fixed or hazards.new or hazards.still:
+                for title, found, run in (
+                    ("hazards fixed in B", [(h, None) for h in hazards.fixed], "a"),
+                    ("hazards new in B", [(h, None) for h in hazards.new], "b"),
+                    ("hazards still there", [(b, a) for a, b in hazards.still], ""),
+                ):
+                    rows.append(Row(f"{title} ({len(found) or 'none'})"))
+                    rows += [Row("", run, h, other) for h, other in found]
             sections = (
                 ("fixed in B", [(f, None) for f in groups.fixed], "a"),
                 ("new in B", [(f, None) for f in groups.new], "b"),
@@ -99,9 +110,12 @@ class FindingGroupsView(RowView):
         # The short id and where it holds, as report and the single-run findings say them.
         rule, _, site = escape(short_id(f), 200).partition(" ")
         where = where_text(f, self.n_pes.get(r.run or "b", 1))
-        saving = f"saves {_saving(f)}"
-        if r.other is not None:
+        if isinstance(f, Hazard):  # no saving: wrong, not slow
+            saving = "hazard: timing-dependent"
+        elif r.other is not None:
             saving = f"A saves {_saving(r.other)}, B {_saving(f)}"
+        else:
+            saving = f"saves {_saving(f)}"
         return [
             Segment(f"   {rule:<6}", base + self.component_style("finding-groups--rule")),
             Segment(f"{site:<18} {where} {saving}  {escape(f.title, 64)}", base),
