@@ -4,6 +4,7 @@ another assertion's extra lines stay below it."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kbdebug.cli import main
@@ -56,3 +57,41 @@ def test_another_assertions_lines_stay_below_its_first():
     said = check_failure(AssertionError("O differs\nrow 3 is shifted\n\nrow 4 too"))
     assert said == ("O differs", ["row 3 is shifted", "row 4 too"])
     assert check_failure(AssertionError("O differs")) == ("O differs", [])
+
+
+def _numpy_error(assertion, got, want) -> AssertionError:
+    try:
+        assertion(got, want)
+    except AssertionError as error:
+        return error
+    raise AssertionError("numpy found no difference")
+
+
+@pytest.mark.parametrize("wrong", [3, 64], ids=["few", "many"])
+@pytest.mark.parametrize(
+    ("assertion", "what"),
+    [
+        (np.testing.assert_allclose, "not equal to tolerance rtol=1e-07, atol=0"),
+        (np.testing.assert_array_equal, "arrays are not equal"),
+    ],
+    ids=["allclose", "array_equal"],
+)
+def test_numpys_own_messages_few_or_many_mismatches_leave_no_dangling_header(
+    assertion, what, wrong
+):
+    # numpy 2.x lists "Mismatch at indices:" for a few, "First 5 mismatches are at
+    # indices:" for many; the list goes, so its header must go with it.
+    want = np.zeros((8, 8))
+    got = want.copy()
+    got.flat[:wrong] = np.arange(1, wrong + 1)
+    error = _numpy_error(assertion, got, want)
+    at = np.unravel_index(wrong - 1, got.shape)
+    assert check_failure(error) == (
+        f"{what}: {wrong} of 64 elements differ, largest error {wrong} at "
+        f"[{at[0]}, {at[1]}]: got {wrong}, want 0",
+        [],
+    )
+    # The same text with its arrays gone from the traceback still says the largest error.
+    again = check_failure(AssertionError(str(error)))[0]
+    assert again == f"{what}: {wrong} of 64 elements differ, largest error {wrong}"
+    assert "indices" not in again

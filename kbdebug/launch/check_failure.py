@@ -10,11 +10,13 @@ import numpy as np
 #: Lines of an AssertionError's own detail shown under its first line.
 DETAIL_LINES = 8
 # What numpy.testing says that the one line already sums up (counts, largest errors,
-# the arrays themselves).
+# the arrays themselves, the list of mismatches: "Mismatch at indices:" for a few,
+# "First 5 mismatches are at indices:" for many in numpy 2.x).
 _NUMPY_SUMMED = re.compile(
-    r"^\s*(Mismatched elements|Mismatch at ind|Max (absolute|relative) difference|"
-    r"x: |y: |ACTUAL: |DESIRED: |\[[\d, ]+\]: )"
+    r"^\s*(Mismatched elements|(First \d+ )?[Mm]ismatch(es)? (are )?at ind|"
+    r"Max (absolute|relative) difference|x: |y: |ACTUAL: |DESIRED: |\[[\d, ]+\]: )"
 )
+_MAX_ABSOLUTE = re.compile(r"Max absolute difference(?: among violations)?: (\S+)")
 _NUMPY_HEADERS = ("Not equal to tolerance", "Arrays are not equal", "Arrays are not almost")
 _MISMATCHED = re.compile(r"Mismatched elements: (\d+) / (\d+)")
 
@@ -31,17 +33,25 @@ def check_failure(error: AssertionError) -> tuple[str, list[str]]:
     header = next(line for line in lines if line.startswith(_NUMPY_HEADERS))
     said = [line for line in lines if line != header and not _NUMPY_SUMMED.match(line)]
     # Continuation lines of the arrays' printout carry on ACTUAL:/DESIRED:.
-    said = [line for line in said if not line.startswith(" ")]
+    # A header whose list was dropped (a line ending in ':') would dangle: it goes too.
+    said = [line for line in said if not line.startswith(" ") and not line.endswith(":")]
     header = header[0].lower() + header[1:]
     what = "; ".join(said[:2]) + f" ({header})" if said else header
     parts = []
     counted = next((m for m in map(_MISMATCHED.search, lines) if m), None)
     if counted is not None:
         parts.append(f"{int(counted[1]):,} of {int(counted[2]):,} elements differ")
-    largest = _largest_error(error)
+    largest = _largest_error(error) or _largest_said(lines)
     if largest:
         parts.append(largest)
     return what + (": " + ", ".join(parts) if parts else ""), []
+
+
+def _largest_said(lines: list[str]) -> str:
+    """``largest error E`` as numpy.testing's text says it, '' where it does not (its
+    arrays gone from the traceback, the error made again from its text)."""
+    said = next((m for m in map(_MAX_ABSOLUTE.search, lines) if m), None)
+    return f"largest error {said[1].rstrip('.')}" if said else ""
 
 
 def _largest_error(error: AssertionError) -> str:
