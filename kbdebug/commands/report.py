@@ -57,7 +57,7 @@ from kbdebug.commands.hints import with_hint
 from kbdebug.export.github import annotations
 from kbdebug.export.junit import to_junit
 from kbdebug.export.markdown import summary_markdown
-from kbdebug.export.report_json import SCHEMA, to_json
+from kbdebug.export.report_json import SCHEMA, write_json
 from kbdebug.export.report_text import render
 from kbdebug.export.sarif import to_sarif
 from kbdebug.replay import Replay
@@ -159,9 +159,8 @@ def run(args: argparse.Namespace) -> int:
         "perturbation": perturbation_of(analysis.replay.index.header),
     }
     if form == "json":
-        # Written as it is encoded: the whole text at once is twice the JSON's size.
-        json.dump(to_json(*figures, gate, **more), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # Written as it is encoded, each future made a dict only as it is written.
+        write_json(sys.stdout, *figures, gate, **more)
     elif form != "text":
         sys.stdout.write(review_document(form, analysis, args.trace, gate))
     else:
