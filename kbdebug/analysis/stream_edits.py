@@ -177,13 +177,18 @@ class StreamEdits:
             if info["work"] > 0:
                 need = math.ceil((info["transfer"] + lat) / info["work"])
                 guesses.update({need, need + 1, max(1, need - 1)})
-        depths = sorted(d for d in guesses if 1 <= d <= cap)
+        # Deeper than a stream's tiles is all of them up front: the same re-timing, so a
+        # depth past the longest stream is tried (and said) as that stream's length.
+        longest = max(len(stream) for _, stream, _, _, _ in found)
+        depths = sorted({min(d, longest) for d in guesses if 1 <= d <= cap})
         trials = []
         for ahead in depths:
             groups = []
             for loc_id, stream, waited, rule, info in found:
-                moves = self._ahead_moves(stream, ahead, rule != "KB107")
-                groups.append(_Group(rule, loc_id, waited, moves, info={**info, "ahead": ahead}))
+                depth = min(ahead, len(stream))
+                moves = self._ahead_moves(stream, depth, rule != "KB107")
+                info = {**info, "ahead": depth, "tiles": len(stream)}
+                groups.append(_Group(rule, loc_id, waited, moves, info=info))
             trials.append((self.gain(*groups), groups))
         # The shallowest depth that gains (almost) the most: each tile ahead holds scratch.
         top = max(gain for gain, _ in trials)

@@ -89,6 +89,8 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
     if g.rule in ("KB101", "KB102", "KB107"):
         ahead = info["ahead"]
         tiles = "one tile" if ahead == 1 else f"{ahead} tiles"
+        # As deep as the stream has tiles: every load issued before the first wait.
+        up_front = ahead > 1 and ahead >= info.get("tiles", ahead + 1)
         transfer, work = info["transfer"], info["work"]
         if g.rule == "KB101":
             message = (
@@ -97,7 +99,10 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"work and the other loads before its data is used"
             )
             suggestion = (
-                f"issue it with tl.load_async {tiles} ahead ("
+                f"issue all {ahead} with tl.load_async up front, as early as the loop "
+                f"allows, and tl.wait each just before use ({pipeline_hint(ahead)})"
+                if up_front
+                else f"issue it with tl.load_async {tiles} ahead ("
                 f"{ahead_where(ahead, 'as early as the loop allows')}) and tl.wait just "
                 f"before use ({pipeline_hint(ahead)})"
             )
@@ -113,7 +118,10 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"cycles of earlier work; the waits stalled {stall:,} cycles"
             )
             suggestion = (
-                f"issue it {tiles} ahead, {ahead_where(ahead, 'before the loop')}, so the "
+                f"issue all {ahead} up front, before the loop, so the work of the tiles "
+                f"runs while they are in flight ({pipeline_hint(ahead)})"
+                if up_front
+                else f"issue it {tiles} ahead, {ahead_where(ahead, 'before the loop')}, so the "
                 f"work of the tiles between runs while it is in flight ({pipeline_hint(ahead)})"
             )
         else:
@@ -122,16 +130,29 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 if work > 0
                 else "no work runs between its waits to hide"
             )
+            # No work between a load and its wait (tl.wait(tl.load_async(...))): it is
+            # not prefetched at all, and no earlier place in its iteration hides it.
+            waited_at_once = info["between"] <= 0
+            issued = (
+                f"is waited where it is issued (at {wait_where(d, g.cmds)}), and"
+                if waited_at_once
+                else "is prefetched, but"
+            )
+            waits = "the waits" if waited_at_once else f"its waits at {wait_where(d, g.cmds)}"
             message = (
-                f"tl.load_async at {at} is prefetched, but {per_iteration} its transfer + "
-                f"latency ({transfer + lat:,} cycles); its waits at {wait_where(d, g.cmds)} "
-                f"still stalled {stall:,} cycles"
+                f"tl.load_async at {at} {issued} {per_iteration} its transfer + "
+                f"latency ({transfer + lat:,} cycles); {waits} still stalled {stall:,} cycles"
+            )
+            how = "prefetch" if waited_at_once else "prefetch deeper"
+            depth = (
+                f"issue all {ahead} loads up front, where the first one is issued now"
+                if up_front
+                else f"issue each load {tiles} ahead of its tl.wait, "
+                f"{ahead_where(ahead, 'where the first one is issued now')}"
             )
             suggestion = (
-                f"prefetch deeper: issue each load {tiles} ahead of its tl.wait, "
-                f"{ahead_where(ahead, 'where the first one is issued now')} (the depth the "
-                f"re-timing gains most at, within scratch), with a buffer for each load in "
-                f"flight"
+                f"{how}: {depth} (the depth the re-timing gains most at, within scratch), "
+                f"with a buffer for each load in flight"
             )
         if g.also:
             others = ", ".join(where(d.index.loc(i)) for i in g.also)
