@@ -22,7 +22,7 @@ by address and sweeping (each access against those starting inside it), never al
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -113,6 +113,15 @@ def accesses_of(index: TraceIndex) -> Accesses:
         done = cm.complete[composite[inside]].astype(np.int64)
         over[inside] = np.where(done >= 0, done, NEVER)
     return Accesses(cmd, pe, write, lo, lo + nbytes[cmd], issue, happen, over, composite)
+
+
+def without(acc: Accesses, cmds) -> Accesses:
+    """The accesses but those of ``cmds`` (commands): an access outside its tensor (KB204)
+    is the bug itself, never half of a race on the bytes it happened to reach."""
+    if not len(cmds):
+        return acc
+    keep = ~np.isin(acc.cmd, np.fromiter(cmds, dtype=np.int64))
+    return Accesses(*(getattr(acc, f.name)[keep] for f in fields(Accesses)))
 
 
 def _enclosing_composite(index, composite_op, cmd, pe, issue, candidates) -> np.ndarray:

@@ -18,7 +18,13 @@ import numpy as np
 
 from emulator.trace.digests import read_tensors
 from emulator.trace.schema import SourceLoc
-from kbdebug.analysis.hazard_order import Accesses, Unordered, accesses_of, unordered_pairs
+from kbdebug.analysis.hazard_order import (
+    Accesses,
+    Unordered,
+    accesses_of,
+    unordered_pairs,
+    without,
+)
 from kbdebug.analysis.identity import call_identity
 from kbdebug.replay.slices import Tensors, address_text
 from kbdebug.replay.tables import TraceIndex
@@ -124,7 +130,9 @@ class Hazard:
 
 def find_hazards(index: TraceIndex) -> list[Hazard]:
     """Every hazard of the launch, one per pair of lines, by the first occurrence."""
-    acc = accesses_of(index)
+    from kbdebug.analysis.oob import outside_commands  # oob builds on this module's Hazard
+
+    acc = without(accesses_of(index), outside_commands(index))
     pairs = unordered_pairs(index, acc)
     if not len(pairs.first):
         return []

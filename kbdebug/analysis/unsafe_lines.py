@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kbdebug.analysis.hazard_order import accesses_of, unordered_pairs
+from kbdebug.analysis.hazard_order import accesses_of, unordered_pairs, without
 from kbdebug.analysis.oob import outside_commands
 
 if TYPE_CHECKING:
@@ -27,12 +27,11 @@ def unsafe_lines(model: Model) -> frozenset[tuple[int, int]]:
     if cached is not None:
         return cached
     index = model.index
-    acc = accesses_of(index)
+    outside = outside_commands(index)
+    acc = without(accesses_of(index), outside)
     pairs = unordered_pairs(index, acc)
     sides = np.concatenate([pairs.first, pairs.second])
-    cmds = np.concatenate(
-        [acc.cmd[sides].astype(np.int64), np.fromiter(outside_commands(index), dtype=np.int64)]
-    )
+    cmds = np.concatenate([acc.cmd[sides].astype(np.int64), np.fromiter(outside, dtype=np.int64)])
     pes = np.asarray(index.commands.pe, dtype=np.int64)[cmds]
     locs = np.asarray(index.commands.loc, dtype=np.int64)[cmds]
     out = frozenset(zip(pes.tolist(), locs.tolist(), strict=True))
