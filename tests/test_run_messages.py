@@ -174,7 +174,10 @@ def test_the_status_line_covers_setup_and_check_from_the_first_second(
     assert "\rchecking output against numpy… 0." in shown
     # Each status line is erased before a result line is printed over it.
     assert "\r\033[Ksetup:  inputs built in" in shown
-    assert "\r\033[Kcheck:  output matches the numpy reference" in shown
+    # The check runs before the trace is put in place (its verdict is in the footer): its
+    # status line is erased before the trace's line, and its result printed after the run's.
+    assert "\r\033[Ktrace:  x.kbt" in shown
+    assert "\ncheck:  output matches the numpy reference" in shown
 
 
 def test_the_status_line_costs_no_extra_run(launchers, monkeypatch, capsys):

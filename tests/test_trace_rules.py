@@ -599,6 +599,27 @@ CASES = [
         footer("error_loc", ["k.py", 1]),
         "footer error_loc must be [file, line, function] or nil",
     ),
+    Case(
+        "footer.check",
+        footer("check", {"ok": "no", "message": None, "block": None}),
+        'footer check must be {"ok": bool, "message": str or nil, "block": str or nil}',
+    ),
+    Case("footer.check", footer("check", {"ok": False}), "footer check must be {"),
+    Case(
+        "footer.check",
+        footer("check", {"ok": False, "message": 5, "block": None}),
+        "footer check must be {",
+    ),
+    Case(
+        "footer.check-size",
+        footer("check", {"ok": False, "message": "é" * 513, "block": None}),
+        "footer check message longer than the 1024-byte limit",
+    ),
+    Case(
+        "footer.check-size",
+        footer("check", {"ok": False, "message": None, "block": "O" * 257}),
+        "footer check block longer than the 256-byte limit",
+    ),
     # life cycles, checked as the index is built
     Case(
         "index.id",

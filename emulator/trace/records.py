@@ -404,3 +404,31 @@ class RecordChecks:
             "error": error,
             "error_loc": error_loc,
         }
+        if "check" in footer:
+            self.footer["check"] = self.read_check(footer["check"], start)
+
+    def read_check(self, check: Any, start: int) -> dict[str, Any] | None:
+        """The footer's output check verdict (nil, or a map of exactly ok, message and
+        block), its strings bounded (they are shown, escaped, by diff and report)."""
+        if check is None:
+            return None
+        if (
+            not isinstance(check, dict)
+            or set(check) != set(wire.CHECK_KEYS)
+            or type(check["ok"]) is not bool
+            or any(
+                check[k] is not None and not isinstance(check[k], str) for k in wire.CHECK_KEYS[1:]
+            )
+        ):
+            self.fail(
+                'footer check must be {"ok": bool, "message": str or nil, "block": str or nil}',
+                start,
+            )
+        for key, limit in (
+            ("message", wire.MAX_CHECK_MESSAGE_BYTES),
+            ("block", wire.MAX_CHECK_BLOCK_BYTES),
+        ):
+            text = check[key]
+            if text is not None and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
+                self.fail(f"footer check {key} longer than the {limit}-byte limit", start)
+        return {key: check[key] for key in wire.CHECK_KEYS}

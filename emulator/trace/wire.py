@@ -55,6 +55,12 @@ OWN_HEADER_KEYS = ("format", "version", "producer")
 RUN_HEADER_KEYS = ("config", "mesh", "channels", "launch")
 # Footer keys in the order they are written.
 FOOTER_KEYS = ("status", "events", "end_time", "error", "error_loc")
+# The footer's optional "check": the run's output check verdict, written after the other
+# keys when the run checked its output (a reader that does not know the key drops it,
+# as every 1.x reader drops footer keys it does not define: no version needed).
+CHECK_KEYS = ("ok", "message", "block")
+MAX_CHECK_MESSAGE_BYTES = 1024  # UTF-8 bytes of the check's message (writer truncates)
+MAX_CHECK_BLOCK_BYTES = 256  # UTF-8 bytes of the first wrong block's slice text
 
 # Limits the writer never exceeds and the reader enforces before allocating.
 MAX_STRING_BYTES = 64 * 1024  # UTF-8 bytes of one interned string (writer truncates longer)

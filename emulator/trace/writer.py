@@ -62,6 +62,28 @@ def _fit(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", errors="ignore")
 
 
+def check_record(check: dict[str, Any]) -> dict[str, Any]:
+    """The footer's ``check`` map of a verdict: ``ok`` a bool, ``message`` and ``block``
+    one line each (control characters made spaces), cut to the format's limits."""
+    ok = check.get("ok")
+    if type(ok) is not bool:
+        raise TypeError('check "ok" must be a bool')
+    out: dict[str, Any] = {"ok": ok}
+    for key, limit in (
+        ("message", wire.MAX_CHECK_MESSAGE_BYTES),
+        ("block", wire.MAX_CHECK_BLOCK_BYTES),
+    ):
+        text = check.get(key)
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"check {key!r} must be a str or None")
+        if text is not None:
+            text = _fit(
+                " ".join("".join(c if c.isprintable() else " " for c in text).split()), limit
+            )
+        out[key] = text
+    return out
+
+
 class TraceWriter(CompoundWriting):
     """Writes header, sources, events and footer of one run as a .kbt stream.
 
@@ -96,6 +118,7 @@ class TraceWriter(CompoundWriting):
         producer: str = "kbdebug 0.1.0",
         flush_bytes: int = 65536,
         compound: bool | None = None,
+        hold_footer: bool = False,
     ) -> None:
         if not isinstance(producer, str):
             raise TypeError('"producer" must be a str')
@@ -111,6 +134,10 @@ class TraceWriter(CompoundWriting):
             self._owns_file = False
         self.producer = producer
         self.flush_bytes = flush_bytes
+        # With hold_footer, end() writes out everything but the footer and keeps it for
+        # finish() (the output check's verdict), or for close() without one.
+        self._hold_footer = hold_footer
+        self._held: dict[str, Any] | None = None
         # Records wait in _pending and are packed together (one C call per batch is
         # cheaper than one per record; batches of at most 256 keep the pending tuples
         # in cache), then wait in _buf for a write.
@@ -125,7 +152,9 @@ class TraceWriter(CompoundWriting):
         self._locs: dict[SourceLoc | None, int] = {None: -1}
         self._sources: dict[str, str] = {}
         self._digests = False  # the header makes the file 1.5: digests may be written
-        self._state = "new"  # -> "open" (begin) -> "ended" (end) -> "closed"; or "failed"
+        # -> "open" (begin) -> "ended" (end; "held" first with hold_footer) -> "closed";
+        # or "failed"
+        self._state = "new"
         # What emit looks a kind up in: _SPECS between begin and end (the only time emit
         # is allowed), empty otherwise, so one lookup checks both (see _open).
         self._specs: dict[Kind, tuple[int, int, bool, tuple[int, ...], tuple[int, ...]]] = {}
@@ -297,16 +326,40 @@ class TraceWriter(CompoundWriting):
         error_loc = footer.get("error_loc")
         if error_loc is not None:
             error_loc = list(self._checked_loc(error_loc))
-        self._write_record(
-            {
-                "status": status,
-                "events": self.events,
-                "end_time": end_time,
-                "error": None if error is None else _fit(error, wire.MAX_STRING_BYTES),
-                "error_loc": error_loc,
-            }
-        )
+        record = {
+            "status": status,
+            "events": self.events,
+            "end_time": end_time,
+            "error": None if error is None else _fit(error, wire.MAX_STRING_BYTES),
+            "error_loc": error_loc,
+        }
         self._open = False
+        if self._hold_footer:
+            self._held = record
+            self._state = "held"
+            self.flush()
+            return
+        self._write_record(record)
+        self._state = "ended"
+        self.close()
+
+    @property
+    def held(self) -> bool:
+        """True between ``end`` and ``finish`` of a writer that holds its footer."""
+        return self._state == "held"
+
+    def finish(self, check: dict[str, Any] | None = None) -> None:
+        """Write the held footer, with the run's output check verdict ``check`` if given
+        (``{"ok": bool, "message": str or None, "block": str or None}``: what failed, in
+        one line, and the slice of the first wrong block), and close. Does nothing unless
+        the footer is held."""
+        if self._state != "held" or self._held is None:
+            return
+        record = self._held
+        if check is not None:
+            record = {**record, "check": check_record(check)}
+        self._held = None
+        self._write_record(record)
         self._state = "ended"
         self.close()
 
@@ -357,6 +410,10 @@ class TraceWriter(CompoundWriting):
         has no footer and reads back as truncated. Closing twice does nothing."""
         if self._state == "closed":
             return
+        if self._state == "held" and self._held is not None:
+            # Closed without a verdict: the footer as the run ended.
+            held, self._held = self._held, None
+            self._write_record(held)
         self._open = False
         self._state = "closed"
         try:

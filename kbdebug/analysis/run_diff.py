@@ -15,7 +15,8 @@ A regression is B not completing (kernel error, deadlock, interrupted, truncated
 no events), or, when both completed, B ending later than A, or B having a finding A
 has not while not ending earlier (a fix often uncovers a smaller serialisation that
 the larger one hid: B is then faster, and its new findings are listed, not a
-regression), or B having a hazard A has not (wrong, not slow: whatever the speed).
+regression), or B having a hazard A has not, or B's output check failing (its trace
+records the verdict) where A's did not (wrong, not slow: whatever the speed).
 Hazards are paired by rule and by their two lines aligned through the LineMap (an edit
 that moves them keeps the hazard "still there"). When either run did not complete, no
 number gets a "better" or "worse" verdict: a run cut short ends early and stalls
@@ -233,6 +234,9 @@ def compare(
     kept = [f.id for f in b_findings if f.id in a_ids]
     hazards = pair_hazards(a_hazards, b_hazards, lines)
     regressions = []
+    if b.check is not None and not b.check.ok and (a.check is None or a.check.ok):
+        # The output is wrong where A's was not (or A recorded no check): whatever the speed.
+        regressions.append(f"B's {b.check.text()}")
     if b_incomplete is not None:
         regressions.append(f"B did not complete: {b_incomplete}")
     elif a_incomplete is None:

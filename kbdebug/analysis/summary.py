@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
+from kbdebug.analysis.check_verdict import CheckVerdict
 from kbdebug.replay.index import TraceIndex
 from kbdebug.replay.timing import channel_busy_cycles, end_time, event_times, exact_sums
 from kbdebug.replay.values import Values
@@ -76,6 +77,8 @@ class Summary:
     stall_by_line: list[LineStall]
     #: OP_LOG counts under the RunResult metric names (dma_read_count, ...).
     counts: dict[str, int]
+    #: The output check's verdict the trace records (None: it records none).
+    check: CheckVerdict | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ def summarize(replay: Replay) -> Summary:
         stall_cycles=sum(c.val[waits].tolist()),
         stall_by_line=stall_by_line(index),
         counts=op_counts(index),
+        check=CheckVerdict.of(footer),
     )
 
 

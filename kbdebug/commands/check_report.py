@@ -18,6 +18,8 @@ class CheckReport:
     position: int | None = None
     #: What the app's status says it stopped at (escaped), with ``position``.
     why: str = ""
+    #: The first wrong block's slice (``O[16:32, :]``, as recorded), None without one.
+    block: str | None = None
 
     @property
     def open_at(self) -> tuple[int, str] | None:
@@ -25,11 +27,13 @@ class CheckReport:
         return None if self.position is None else (self.position, self.why)
 
 
-def wrong_block_report(trace: Path, scenario: Scenario) -> CheckReport:
+def wrong_block_report(trace: Path, scenario: Scenario, *, cache: bool = True) -> CheckReport:
     """The first stored block of ``trace``'s run that differs from ``scenario.reference``.
 
     Without a reference per block, one line saying how to get one. Text from the trace
-    and from the user's reference is escaped; a reference that raises is one line."""
+    and from the user's reference is escaped; a reference that raises is one line.
+    ``cache`` False keeps the index of ``trace`` out of the cache (a trace still being
+    written)."""
     if scenario.reference is None:
         return CheckReport(
             ["check:  a Scenario(reference=...) per block names the first wrong block here"]
@@ -41,7 +45,7 @@ def wrong_block_report(trace: Path, scenario: Scenario) -> CheckReport:
         return scenario.memory.get(addr, shape, dtype)
 
     try:
-        replay = Replay.open(trace)
+        replay = Replay.open(trace, cache=cache)
         wrong = first_wrong_block(replay, scenario.reference, read)
     except (OSError, ValueError) as e:
         return CheckReport([f"check:  cannot point at the wrong block: {escape(str(e), 300)}"])
@@ -55,4 +59,5 @@ def wrong_block_report(trace: Path, scenario: Scenario) -> CheckReport:
         [f"check:  {lines[0]}", *(f"        {line.lstrip()}" for line in lines[1:])],
         wrong.position,
         escape(wrong.stop_text(), 300),
+        wrong.store.where,
     )

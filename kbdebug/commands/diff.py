@@ -1,7 +1,8 @@
 """`kbdebug diff A B`: two runs side by side, and whether B regressed.
 
 Exit status: 0; with ``--fail-on-regression``, 1 when B has a hazard A has not (as
-report's gate, whatever the speed), ends later than A, or has a
+report's gate, whatever the speed), B's recorded output check failed where A's did not,
+B ends later than A, or has a
 finding A has not without ending earlier (findings matched by their edit-proof id, so
 moving lines or renaming the kernel file is no regression; a faster B's new findings
 are listed, not failed), and 3 when B did not complete (kernel error, deadlock, interrupted,
@@ -162,6 +163,7 @@ def render(diff: RunDiff, a_path: str, b_path: str, *, per_pe: bool = False) -> 
         _run_line("A", a_path, diff.a, diff.a_incomplete),
         _run_line("B", b_path, diff.b, diff.b_incomplete),
     ]
+    lines += _check_lines(diff)
     lines += [f"warning: {escape(w)}" for w in diff.warnings]
     lines.append("")
     headline, busy = diff.headline, diff.busy
@@ -205,6 +207,15 @@ def render(diff: RunDiff, a_path: str, b_path: str, *, per_pe: bool = False) -> 
             lines.append(f"  ... {len(stalled) - STALL_LINES} more lines (--json lists all)")
     lines += ["", _verdict(diff)]
     return "\n".join(escape(line, LINE_LIMIT) for line in lines) + "\n"
+
+
+def _check_lines(diff: RunDiff) -> list[str]:
+    """``A: output check failed (first wrong block O[16:32, :])``: each run's recorded
+    output check, when either failed (two passing runs say nothing)."""
+    checks = (("A", diff.a.check), ("B", diff.b.check))
+    if not any(c is not None and not c.ok for _, c in checks):
+        return []
+    return [escape(f"{label}: {c.text()}", 2048) for label, c in checks if c is not None]
 
 
 def _hazard_lines(diff: RunDiff) -> list[str]:

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from emulator.errors import DeadlockError, EmulatorError, KernelError
@@ -154,9 +155,21 @@ def _run(args: argparse.Namespace) -> int:
         writer = _writer(out)
         status.running(writer)
         failure, stopped, result, elapsed = _record(launcher, scenario, writer, out, values)
+        # The check runs before the footer is written, which carries its verdict.
+        checked: _Checked | None = None
+        check_stopped: KeyboardInterrupt | None = None
+        finished = failure is None and stopped is None and writer.held
+        if finished and scenario.check is not None and not args.no_check:
+            try:
+                checked = _check_output(scenario, out, status, args.traceback)
+            except KeyboardInterrupt as e:
+                check_stopped = e  # the trace is kept, without a verdict
+        _finish(writer, checked.verdict if checked is not None else None)
         status.clear()
         _report_written(out, writer, failure, stopped)
         values.save(out.target)
+        if check_stopped is not None:
+            raise check_stopped
         if failure is not None:
             kind = "deadlock" if isinstance(failure, DeadlockError) else "error"
             print(f"status: {kind} after {elapsed:.2f} s")
@@ -165,18 +178,14 @@ def _run(args: argparse.Namespace) -> int:
             assert result is not None
             _print_result(result, elapsed)
             message = None
-            if scenario.check is not None and not args.no_check:
-                status.phase("checking output against numpy")
-                message, seconds = _check(scenario, args.traceback)
+            if checked is not None:
+                message, found = checked.message, checked.found
                 if message is None:
-                    status.clear()
                     print(
-                        f"check:  output matches the numpy reference (checked in {seconds:.2f} s)"
+                        "check:  output matches the numpy reference "
+                        f"(checked in {checked.seconds:.2f} s)"
                     )
-                elif not out.stream:
-                    status.phase("looking for the first wrong block")
-                    found = wrong_block_report(out.target, scenario)
-                    status.clear()
+                elif found is not None:
                     print("\n".join(found.lines), flush=True)
     finally:
         status.close()
@@ -204,7 +213,47 @@ def _run(args: argparse.Namespace) -> int:
 
 def _writer(out: Output) -> TraceWriter:
     # Unbuffered: the writer buffers itself, and a killed run keeps what it wrote out.
-    return TraceWriter(out.open("wb", buffering=0))
+    # The footer is held until the output check's verdict is known (_finish).
+    return TraceWriter(out.open("wb", buffering=0), hold_footer=True)
+
+
+def _finish(writer: TraceWriter, verdict: dict | None) -> None:
+    """Write the held footer, with the check's verdict if there is one, and close."""
+    try:
+        writer.finish(verdict)
+        writer.close()
+    except OSError:
+        pass  # kept in writer.write_error
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The output check of a finished run: what failed (None: it passed), the wrong
+    block's report, the seconds it took, and the verdict the footer carries (None when
+    the check itself raised: no verdict on the output)."""
+
+    message: str | None
+    found: CheckReport | None
+    seconds: float
+    verdict: dict | None
+
+
+def _check_output(scenario: Scenario, out: Output, status: RunStatus, traceback: bool) -> _Checked:
+    """Run the numpy check and, when it fails, find the first wrong block in the trace
+    written so far (all its events; the footer waits for this verdict)."""
+    status.phase("checking output against numpy")
+    message, seconds, said = _check(scenario, traceback)
+    found = None
+    if message is not None and not out.stream:
+        status.phase("looking for the first wrong block")
+        found = wrong_block_report(Path(out.path), scenario, cache=False)
+    status.clear()
+    if message is None:
+        return _Checked(None, None, seconds, {"ok": True, "message": None, "block": None})
+    if said is None:  # the check raised something else: a bug in it, not a verdict
+        return _Checked(message, found, seconds, None)
+    block = found.block if found is not None else None
+    return _Checked(message, found, seconds, {"ok": False, "message": said, "block": block})
 
 
 def _record(
@@ -233,7 +282,8 @@ def _record(
         # A refused write surfaces as whatever the emulator made of it: write_error tells.
     finally:
         try:
-            writer.close()
+            if not writer.held:  # a held footer waits for the check's verdict (_finish)
+                writer.close()
         except OSError:
             pass  # kept in writer.write_error
     return failure, stopped, result, time.perf_counter() - started
@@ -291,8 +341,9 @@ def _print_result(result, elapsed: float) -> None:
     sys.stdout.flush()  # on screen before the check's status line
 
 
-def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, float]:
-    """Run the scenario's numpy check: (None, or what failed; wall seconds it took).
+def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, float, str | None]:
+    """Run the scenario's numpy check: (None, or what failed; wall seconds it took; what
+    the failed assertion said in one line, None unless the output was wrong).
 
     A check that raises anything but AssertionError is a bug in the check, not a wrong
     output: one line naming the exception and the check's line that raised it."""
@@ -302,7 +353,7 @@ def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, flo
     except AssertionError as e:
         said, detail = check_failure(e)
         lines = [f"output check failed: {said}", *(f"  {line}" for line in detail)]
-        return "\n".join(lines), time.perf_counter() - started
+        return "\n".join(lines), time.perf_counter() - started, said
     except Exception as e:  # noqa: BLE001 - the user's code: say what it raised, where
         if traceback:
             import traceback as tb
@@ -314,8 +365,9 @@ def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, flo
             f"the scenario's check raised {type(e).__name__}: {text}{where} (the trace is "
             "written; --traceback shows the check's traceback)",
             time.perf_counter() - started,
+            None,
         )
-    return None, time.perf_counter() - started
+    return None, time.perf_counter() - started, None
 
 
 def _check_line(check, error: BaseException) -> str:

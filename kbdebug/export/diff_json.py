@@ -63,6 +63,7 @@ def _run_json(path: str, s: Summary, incomplete: str | None) -> dict[str, Any]:
         "incomplete": incomplete,
         "events": s.n_events,
         "end_time": s.end_time,
+        "check": None if s.check is None else s.check.json(),
     }
 
 
@@ -75,7 +76,11 @@ def to_json(diff: RunDiff, a_path: str, b_path: str) -> dict[str, Any]:
           "schema": "kbdebug.diff/2",
           "a": {"trace", "kernel", "status", "complete": bool,
                 "incomplete": str | null,     # why the run did not complete
-                "events", "end_time"}, "b": {...},
+                "events", "end_time",
+                "check": null | {"ok": bool,  # the output check its trace records
+                                 "message": str | null,      # what failed, one line
+                                 "block": str | null}},      # "O[16:32, :]"
+          "b": {...},
           "comparable": bool,                 # both completed: verdicts are given
           "warnings": [str],                  # e.g. A and B ran different kernels
           "headline": [change], "busy": [change],

@@ -13,6 +13,9 @@ escapes them)::
       "incomplete": str | null,         # why not: "deadlock on PE 1: ..."
       "error": str | null,              # the footer's error message
       "error_loc": loc | null,
+      "check": null | {"ok": bool,      # the output check the trace records (kbdebug
+                       "message": str | null,  # run): what failed, one line;
+                       "block": str | null},   # the first wrong block, "O[16:32, :]"
       "kernel": str, "grid": [int], "pes": int,
       "events": int,                    # event records in the trace
       "end_time": int,                  # the run's end cycle
@@ -222,6 +225,7 @@ def _document(
         "incomplete": reason,
         "error": summary.error,
         "error_loc": loc_json(summary.error_loc),
+        "check": None if summary.check is None else summary.check.json(),
         "kernel": summary.kernel,
         "grid": list(summary.grid),
         "pes": summary.n_pes,

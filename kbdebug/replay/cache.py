@@ -258,6 +258,8 @@ def _trace_places(
         "error": footer["error"],
         "error_loc": None if loc is None else [loc.file, loc.line, loc.function],
     }
+    if "check" in footer:  # the output check's verdict, written last
+        raw["check"] = footer["check"]
     packed = msgpack.packb(raw)
     size = os.fstat(fd).st_size
     if size < len(packed) or os.pread(fd, len(packed), size - len(packed)) != packed:

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from kbdebug.analysis.check_verdict import CheckVerdict
 from kbdebug.analysis.compare import Change
 from kbdebug.analysis.select import incomplete
 from kbdebug.replay import Replay
@@ -142,6 +143,16 @@ class CompareHeader(Widget):
             for run, why in cut:
                 line.append(f"{run.upper()} did not complete: {escape(why, 300)}  ", error)
             line.append("(figures not comparable)  ")
+        # The output check each trace records: a wrong output is said before any figure.
+        checks = [(run, CheckVerdict.of(self.replays[run].index.footer)) for run in ("a", "b")]
+        if any(c is not None and not c.ok for _, c in checks):
+            styles = {
+                True: self.get_component_rich_style("compare-header--better"),
+                False: self.get_component_rich_style("compare-header--error"),
+            }
+            for run, c in checks:
+                if c is not None:
+                    line.append(f"{run.upper()}: {escape(c.text(), 300)}  ", styles[c.ok])
         if self.headline is None:
             line.append("A → B: computing the findings and bounds of both runs…")
             return line
