@@ -51,8 +51,13 @@ cores) or to Ray with --cluster, and come back as rows, never traces: the rows
 are the same whatever ran them. Ctrl+C stops the runs still going and reports
 those that finished.
 
-exit status: 0 every run gave the nominal run's result; 1 some run differs;
-2 bad input (nothing ran); 130 interrupted.
+If the nominal run itself fails (wrong output, deadlock, kernel error), the
+report says so on its first line and the exit status is 1, whatever the other
+runs do: they are still listed where they differ from that failing run.
+
+exit status: 0 the nominal run is right and every run gave its result; 1 some
+run differs, or the nominal run failed; 2 bad input (nothing ran); 130
+interrupted.
 """
 
 
@@ -194,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
         exploration.first = first_failure(task(0), task(differing[0][0]), keep)
     if args.json:
         sys.stdout.write(json.dumps(exploration.to_json(), indent=2) + "\n")
+        if exploration.nominal_failed:
+            print(f"kbdebug explore: {exploration.nominal_failure()}", file=sys.stderr)
     else:
         sys.stdout.write(exploration.text())
         if args.open and not differing:
@@ -211,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
         seed = exploration.first.seed
         rerun = [*command[1:], *perturb.argv(seed, bounds), "-o", exploration.first.trace]
         open_app(Path(exploration.first.trace), rerun=rerun)
-    return 1 if differing else 0
+    # A nominal run that fails is a failure whatever the perturbed runs do: every one of
+    # them may fail the same way and so "differ" from it in none.
+    return 1 if differing or exploration.nominal_failed else 0
 
 
 def _seeds(first: int, runs: int) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kbdebug.launch.perturb import argv
 from kbdebug.safe_text import escape
-from kbdebug.sweep.point import CHECK_FAILED, Row
+from kbdebug.sweep.point import CHECK_FAILED, OK, Row
 
 SCHEMA = "kbdebug.explore/1"
 #: Differing runs the text lists at most (--json lists every one).
@@ -124,6 +124,8 @@ class Exploration:
     def text(self) -> str:
         """The report ``kbdebug explore`` prints."""
         lines = [self._head(), self._nominal_line(), self._counts_line()]
+        if self.nominal_failed:
+            lines.insert(0, self.nominal_failure())
         differing = self.differing()
         if differing:
             lines += ["", self._table(differing[:SHOWN_RUNS])]
@@ -132,6 +134,20 @@ class Exploration:
         if self.first is not None:
             lines += ["", *self._first_lines(self.first)]
         return "\n".join(lines) + "\n"
+
+    @property
+    def nominal_failed(self) -> bool:
+        """Whether the nominal run itself failed (wrong output, deadlock, error): then
+        runs that fail the same way do not differ from it, yet none is right."""
+        return self.nominal.outcome != OK
+
+    def nominal_failure(self) -> str:
+        """The line said first when the nominal run failed."""
+        outcome = DIFFERS_AS.get(self.nominal.outcome, self.nominal.outcome)
+        return (
+            f"NOMINAL RUN FAILED ({outcome}): the kernel is wrong without any perturbation; "
+            "the runs below are compared with that failing run (exit status 1)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The ``kbdebug.explore/1`` document."""
