@@ -257,8 +257,53 @@ def channel_label(channel: dict) -> str:
     return f"{_SHORT.get(kind, kind)}{channel['index']}"
 
 
+class _OnFirstUse:
+    """A lane's arrays, made when first read: a non-data descriptor, so once made they are
+    the lane's own attributes and this is not consulted again."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, lane: Lane | None, owner: type | None = None):
+        if lane is None:
+            return self
+        lane.__dict__.update(lane.make())
+        return lane.__dict__[self.name]
+
+
+class _LazyKernelLane(KernelLane):
+    """A kernel lane whose stalls are gathered when first drawn."""
+
+    stalls = _OnFirstUse()
+
+
+class _LazyChannelLane(ChannelLane):
+    """A channel lane whose busy intervals are gathered when first drawn."""
+
+    busy = _OnFirstUse()
+
+
+class _LazyScratchLane(ScratchLane):
+    """A scratch lane whose event times are gathered when first drawn."""
+
+    times = _OnFirstUse()
+
+
+def _deferred(lane: Lane, make) -> Lane:
+    """``lane`` with the attributes ``make()`` returns (a dict) left to its first use."""
+    for name in ("stalls", "busy", "times"):
+        lane.__dict__.pop(name, None)
+    lane.make = make
+    return lane
+
+
 def build_timeline(replay: Replay) -> TimelineData:
-    """The lanes of every PE: kernel, each used channel, scratch."""
+    """The lanes of every PE: kernel, each used channel, scratch.
+
+    Which lanes there are and their labels are known at once; the arrays a lane draws
+    from are gathered when it is first drawn (or read), so opening a 256-PE trace costs
+    the few PEs on screen, not all of them.
+    """
     index = replay.index
     c, k, f = index.columns, index.commands, index.futures
     end_time = max(replay.end_time, int(c.time[-1]) if index.n_events else 0)
@@ -273,25 +318,30 @@ def build_timeline(replay: Replay) -> TimelineData:
     # Stalled waits, and waits that never ended (deadlock, trace cut short).
     stalled = np.flatnonzero((f.wait_begin >= 0) & ((f.stall > 0) | (f.wait_end < 0)))
     stalled_pe = c.pe[f.wait_begin[stalled]]
-    for pe in range(index.n_pes):
-        width = len(f"PE{pe}")
-        start, end, outcome = ends_by_pe.get(pe, (float(end_time), float(end_time), "done"))
+    by_pe: dict[int, list[dict]] = {}
+    for ch in index.channels:
+        by_pe.setdefault(int(ch["pe"]), []).append(ch)
+
+    def stalls_of(pe: int) -> dict:
         mine = stalled[stalled_pe == pe]
         begin_t = time[f.wait_begin[mine]]
         end_ev = f.wait_end[mine]
         end_t = np.where(end_ev >= 0, time[np.maximum(end_ev, 0)], end_time)
-        lanes.append(
-            KernelLane(
-                pe,
-                f"PE{pe} kernel",
-                "kernel",
-                start=start,
-                end=end,
-                outcome=outcome,
-                stalls=Intervals(begin_t, end_t, mine),
-            )
+        return {"stalls": Intervals(begin_t, end_t, mine)}
+
+    def busy_of(granted: np.ndarray) -> dict:
+        grant_t = gather(time, k.grant[granted], cycles)
+        rel_t = gather(time, k.release[granted], cycles, missing=end_time)
+        return {"busy": Intervals(grant_t, rel_t, granted)}
+
+    for pe in range(index.n_pes):
+        width = len(f"PE{pe}")
+        start, end, outcome = ends_by_pe.get(pe, (float(end_time), float(end_time), "done"))
+        kernel = _LazyKernelLane(
+            pe, f"PE{pe} kernel", "kernel", start=start, end=end, outcome=outcome
         )
-        channels = [ch for ch in index.channels if int(ch["pe"]) == pe]
+        lanes.append(_deferred(kernel, lambda pe=pe: stalls_of(pe)))
+        channels = by_pe.get(pe, [])
         channels.sort(key=lambda ch: (_CHANNEL_ORDER.get(str(ch["kind"]), 9), int(ch["index"])))
         for ch in channels:
             cid = int(ch["id"])
@@ -299,32 +349,22 @@ def build_timeline(replay: Replay) -> TimelineData:
             granted = cmds[k.grant[cmds] >= 0]
             if not len(granted):
                 continue
-            grant_t = gather(time, k.grant[granted], cycles)
-            rel_t = gather(time, k.release[granted], cycles, missing=end_time)
-            lanes.append(
-                ChannelLane(
-                    pe,
-                    f"{'':<{width}} {channel_label(ch)}",
-                    str(ch["kind"]),
-                    cid,
-                    busy=Intervals(grant_t, rel_t, granted),
-                )
-            )
+            label = f"{'':<{width}} {channel_label(ch)}"
+            lane = _LazyChannelLane(pe, label, str(ch["kind"]), cid)
+            lanes.append(_deferred(lane, lambda granted=granted: busy_of(granted)))
         events = index.pe_scratch_events[pe] if pe < len(index.pe_scratch_events) else []
         events = np.asarray(events, dtype=np.int64)
         levels = c.val[events]
-        lanes.append(
-            ScratchLane(
-                pe,
-                f"{'':<{width}} scratch",
-                "scratch",
-                times=narrow(time[events])[0],
-                levels=levels,
-                # Against the capacity, so 32K of 1M reads as nearly empty; a trace that
-                # does not say its capacity (or overflowed it) is scaled to its peak.
-                capacity=max(scratch_capacity, int(levels.max(initial=1))),
-            )
+        scratch = _LazyScratchLane(
+            pe,
+            f"{'':<{width}} scratch",
+            "scratch",
+            levels=levels,
+            # Against the capacity, so 32K of 1M reads as nearly empty; a trace that
+            # does not say its capacity (or overflowed it) is scaled to its peak.
+            capacity=max(scratch_capacity, int(levels.max(initial=1))),
         )
+        lanes.append(_deferred(scratch, lambda events=events: {"times": narrow(time[events])[0]}))
     return TimelineData(lanes, end_time)
 
 
