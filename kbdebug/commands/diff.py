@@ -56,8 +56,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "  kbdebug run decode_blocking -o blocking.kbt\n"
         "  kbdebug run decode_prefetch -o prefetch.kbt\n"
         "  kbdebug diff blocking.kbt prefetch.kbt --fail-on-regression\n\n"
-        "exit status: 0; with --fail-on-regression 1 when B adds a hazard, is slower, or\n"
-        "adds a finding without being faster; 3 when B did not complete; 2 for a bad trace file",
+        "exit status: 0; with --fail-on-regression 1 when B adds a hazard, fails its\n"
+        "output check where A did not, is slower, or adds a finding without being faster;\n"
+        "3 when B did not complete; 2 for a bad trace file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="A", help="the trace before (baseline)")
@@ -72,8 +73,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when B adds a hazard, ends later than A, or adds a finding without "
-        "ending earlier; "
+        help="exit 1 when B adds a hazard, its recorded output check failed where A's did "
+        "not, it ends later than A, or adds a finding without ending earlier; "
         "3 when B did not complete",
     )
 
