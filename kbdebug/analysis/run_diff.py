@@ -16,7 +16,8 @@ no events), or, when both completed, B ending later than A, or B having a findin
 has not while not ending earlier (a fix often uncovers a smaller serialisation that
 the larger one hid: B is then faster, and its new findings are listed, not a
 regression), or B having a hazard A has not, or B's output check failing (its trace
-records the verdict) where A's did not (wrong, not slow: whatever the speed).
+records the verdict) where A's did not (wrong, not slow: whatever the speed). A B that
+fixes a hazard of A and adds none is no regression for its speed or its findings.
 Hazards are paired by rule and by their two lines aligned through the LineMap (an edit
 that moves them keeps the hazard "still there"). When either run did not complete, no
 number gets a "better" or "worse" verdict: a run cut short ends early and stalls
@@ -244,9 +245,12 @@ def compare(
             # As report's gate: a hazard fails whatever the speed (it has no saving).
             n = len(hazards.new)
             regressions.append(f"B adds {n} hazard{'s' if n != 1 else ''}")
-        if b.end_time > a.end_time:
+        # Fixing a hazard is never a regression: the wait or message that orders the
+        # bytes costs cycles and may expose findings the race hid (a new hazard still is).
+        fixes_a_hazard = bool(hazards.fixed) and not hazards.new
+        if b.end_time > a.end_time and not fixes_a_hazard:
             regressions.append(f"B ends {b.end_time - a.end_time:,} cycles later than A")
-        if added and b.end_time >= a.end_time:
+        if added and b.end_time >= a.end_time and not fixes_a_hazard:
             regressions.append(f"B adds {len(added)} finding{'s' if len(added) != 1 else ''}")
     return RunDiff(
         a=a,
