@@ -102,13 +102,31 @@ async def test_c_runs_to_the_end_after_the_last_hit_and_C_comes_back():
         assert "no more breakpoint hits" in header(app)
 
 
-async def test_c_without_breakpoints_stays_and_says_how_to_set_one():
+async def test_keys_that_cannot_act_at_the_start_stay_there_and_say_why():
+    # One app for four refusals, each leaving the position at the start for the next: c
+    # without breakpoints, E at the start, f with no future selected, : to a bad target.
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
         await pilot.press("c")
         assert app.position == 0
         assert "no breakpoints" in header(app)
+
+        await pilot.press("E")
+        assert app.position == 0
+        assert "cannot step" in header(app)
+
+        assert app.selected_future < 0
+        await pilot.press("f")
+        assert app.position == 0
+        assert "no future selected: Tab to the futures table" in header(app)
+
+        await pilot.press("colon", *"xyz", "enter")
+        assert app.position == 0
+        assert "cannot go to" in header(app)
+        await pilot.press("colon", *"99999999", "enter")
+        assert app.position == 0
+        assert "no event #99999999" in header(app)
 
 
 async def test_w_twice_stops_breaking_on_stalled_waits():
@@ -126,8 +144,15 @@ async def test_w_twice_stops_breaking_on_stalled_waits():
 # --- stepping --------------------------------------------------------------------------
 
 
-async def test_e_steps_one_event_forward_and_E_one_back():
-    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+async def test_e_E_step_events_G_g_go_to_the_end_and_start_and_s_S_visit_tl_calls():
+    # One app: e/E step raw events, G goes to the end and g back to the start, from which
+    # s/S visit the focused PE's tl calls as from a fresh start.
+    replay = fresh("flawed_prefetch")
+    c = replay.index.columns
+    # The kernel's start is a stop too: s from the start enters the kernel first.
+    stops = (c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN) | (c.kind == Kind.KERNEL_START)
+    calls = np.flatnonzero(stops)
+    app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
         await pilot.press("e", "e", "e")
@@ -138,41 +163,16 @@ async def test_e_steps_one_event_forward_and_E_one_back():
         events = app.query_one(EventsView)
         assert any(line.startswith("▶") and "#1 " in line for line in lines(events))
 
-
-async def test_E_at_the_start_refuses():
-    app = KbdebugApp(replay=fresh("flawed_prefetch"))
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
-        await pilot.press("E")
-        assert app.position == 0
-        assert "cannot step" in header(app)
-
-
-async def test_s_and_S_visit_the_focused_pes_tl_calls():
-    replay = fresh("flawed_prefetch")
-    c = replay.index.columns
-    # The kernel's start is a stop too: s from the start enters the kernel first.
-    stops = (c.kind == Kind.ISSUE) | (c.kind == Kind.WAIT_BEGIN) | (c.kind == Kind.KERNEL_START)
-    calls = np.flatnonzero(stops)
-    app = KbdebugApp(replay=replay)
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
-        await pilot.press("s", "s", "s")
-        assert current_event(app) == calls[2]
-        await pilot.press("S")
-        assert current_event(app) == calls[1]
-
-
-async def test_g_and_G_go_to_the_start_and_the_end():
-    replay = fresh("flawed_prefetch")
-    app = KbdebugApp(replay=replay)
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
         await pilot.press("G")
         assert app.position == replay.n_events
         assert "end of the trace" in header(app)
         await pilot.press("g")
         assert app.position == 0
+
+        await pilot.press("s", "s", "s")
+        assert current_event(app) == calls[2]
+        await pilot.press("S")
+        assert current_event(app) == calls[1]
 
 
 async def test_f_and_F_walk_the_selected_futures_lifecycle():
@@ -194,16 +194,6 @@ async def test_f_and_F_walk_the_selected_futures_lifecycle():
         assert current_event(app) == earlier[-1]
 
 
-async def test_f_without_a_selected_future_refuses():
-    app = KbdebugApp(replay=fresh("flawed_prefetch"))
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
-        assert app.selected_future < 0
-        await pilot.press("f")
-        assert app.position == 0
-        assert "no future selected: Tab to the futures table" in header(app)
-
-
 # --- going to places -------------------------------------------------------------------
 
 
@@ -219,18 +209,6 @@ async def test_colon_goes_to_an_event_number_or_a_cycle():
         await pilot.press("colon", *"t5000", "enter")
         time = replay.index.columns.time
         assert time[current_event(app)] <= 5000 < time[app.position]
-
-
-async def test_colon_with_a_bad_target_stays_and_says_why():
-    app = KbdebugApp(replay=fresh("flawed_prefetch"))
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
-        await pilot.press("colon", *"xyz", "enter")
-        assert app.position == 0
-        assert "cannot go to" in header(app)
-        await pilot.press("colon", *"99999999", "enter")
-        assert app.position == 0
-        assert "no event #99999999" in header(app)
 
 
 async def test_slash_searches_events_forward():
