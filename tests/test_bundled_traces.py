@@ -20,10 +20,9 @@ TRACES = ROOT / "traces"
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_bundled_trace_is_what_regenerating_it_gives(name, tmp_path, capsys, monkeypatch):
-    # The bundled traces are of format 1.3 and 1.4, kept as they are (the traces older
-    # kbdebugs read, and those every test and screen of this project was made on):
-    # regenerated without what 1.5 adds (digests and named tensors).
-    monkeypatch.setenv(DIGESTS_ENV, "0")
+    # What `kbdebug run` writes by default (digests, named tensors, provenance): the bundled
+    # traces show the product as it is; tests/data/old_traces keeps older formats opening.
+    monkeypatch.delenv(DIGESTS_ENV, raising=False)
     out = tmp_path / f"{name}.kbt"
     assert main(["run", name, "-q", "-o", str(out)]) == 0
     bundled = TRACES / f"{name}.kbt"
@@ -44,9 +43,12 @@ def test_bundled_trace_is_small_complete_and_carries_its_sources(name):
     files = {loc.file for loc in trace.locs}
     assert files <= set(trace.sources)
     assert all(not f.startswith("/") for f in files)
+    # Recorded as `kbdebug run` records today: named tensors with their digests.
+    assert trace.version == (1, 6) and trace.header.get("tensors")
 
 
 def test_a_checkout_elsewhere_writes_the_same_bytes(tmp_path):
+    # Digests and provenance are deterministic too: the same bytes from any checkout.
     checkout = tmp_path / "elsewhere" / "kbdebug-copy"
     for package in ("emulator", "kbdebug"):
         shutil.copytree(
@@ -56,7 +58,7 @@ def test_a_checkout_elsewhere_writes_the_same_bytes(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "kbdebug", "run", "ring_attention", "-q", "-o", str(out)],
         cwd=tmp_path,
-        env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin", DIGESTS_ENV: "0"},
+        env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"},
         check=True,
         capture_output=True,
     )

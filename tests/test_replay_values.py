@@ -56,7 +56,7 @@ def test_each_waited_future_names_its_slice_in_wait_order(gemm):
 
 
 def test_a_trace_before_1_5_opens_with_addresses_and_no_digests():
-    replay = Replay.open(TRACES / "decode_prefetch.kbt")
+    replay = Replay.open(TRACES.parent / "tests" / "data" / "old_traces" / "decode_prefetch.kbt")
     values = Values.of(replay)
     assert replay.index.header["version"] < [1, 5]
     assert not values.has_digests and values.digests == {}

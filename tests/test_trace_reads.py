@@ -355,9 +355,11 @@ def test_both_reader_paths_read_a_1_3_run_alike(name, chunk, runs_1_3):
     exact = outcome(read_trace, data)
     assert exact == outcome(read_trace_tables, data)
     assert exact[0] == "trace" and any(e[0] == Kind.READS for e in exact[-1])
-    # Cut short anywhere (at some 12 offsets, inside records or between), alike too;
-    # test_trace_tables cuts a trace at every byte.
-    for cut in range(len(data) // 2, len(data), len(data) // 24 + 1):
+    # Cut short anywhere (at some 12 offsets, inside records or between), alike too; in
+    # 64-byte chunks (a read per record) at 4 of them: test_trace_tables cuts a trace at
+    # every byte in 64-byte chunks.
+    cuts = 4 if chunk == 64 else 12
+    for cut in range(len(data) // 2, len(data), len(data) // (2 * cuts) + 1):
         assert outcome(read_trace_tables, data[:cut]) == outcome(read_trace, data[:cut])
 
 
@@ -419,11 +421,12 @@ def test_a_newer_minor_file_keeps_reads_and_skips_what_it_adds():
 
 
 def test_bundled_traces_of_older_versions_still_read_on_both_paths():
-    root = os.path.join(os.path.dirname(__file__), "..", "traces")
-    names = sorted(n for n in os.listdir(root) if n.endswith(".kbt"))
-    assert names
-    for name in names:
-        data = open(os.path.join(root, name), "rb").read()
+    here = os.path.dirname(__file__)
+    roots = [os.path.join(here, "..", "traces"), os.path.join(here, "data", "old_traces")]
+    paths = sorted(os.path.join(r, n) for r in roots for n in os.listdir(r) if n.endswith(".kbt"))
+    assert paths
+    for name in paths:
+        data = open(name, "rb").read()
         exact = outcome(read_trace, data)
         assert exact[0] == "trace" and exact == outcome(read_trace_tables, data), name
         version = exact[2]

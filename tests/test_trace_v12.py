@@ -18,7 +18,8 @@ from emulator.trace import TraceFormatError, parser, wire
 from emulator.trace.reader import read_trace, read_trace_tables
 from emulator.trace.schema import COMPOUNDS, FIELDS, Kind, SourceLoc, expand
 
-TRACES = Path(__file__).resolve().parent.parent / "traces"
+# Copies of the bundled traces as they were in format 1.3, before digests and provenance.
+TRACES = Path(__file__).resolve().parent / "data" / "old_traces"
 _EVENT_CODES = {int(kind) for kind in FIELDS}
 _LONGEST_FIRST = sorted(COMPOUNDS.items(), key=lambda item: -len(item[1]))
 

@@ -88,9 +88,13 @@ def recorded_example() -> Path:
             continue
         print(f"kbdebug: recording the example trace once into {path}", file=sys.stderr)
         try:
-            with os.fdopen(fd, "wb") as f, TraceWriter(f) as writer:
-                # As the bundled trace was recorded: without format 1.5's digests.
-                SCENARIOS[Path(BUNDLED_TRACE).stem]().run(recorder=writer, digests=False)
+            # As the bundled trace was recorded: what `kbdebug run` writes by default,
+            # the footer holding the output check's verdict.
+            scenario = SCENARIOS[Path(BUNDLED_TRACE).stem]()
+            with os.fdopen(fd, "wb") as f, TraceWriter(f, hold_footer=True) as writer:
+                scenario.run(recorder=writer)
+                scenario.check(scenario.memory)
+                writer.finish({"ok": True, "message": None, "block": None})
             os.replace(temp, path)
         except OSError:
             Path(temp).unlink(missing_ok=True)
