@@ -57,8 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "  kbdebug run decode_prefetch -o prefetch.kbt\n"
         "  kbdebug diff blocking.kbt prefetch.kbt --fail-on-regression\n\n"
         "exit status: 0; with --fail-on-regression 1 when B adds a hazard, fails its\n"
-        "output check where A did not, is slower, or adds a finding without being faster;\n"
-        "3 when B did not complete; 2 for a bad trace file",
+        "output check where A did not, is slower, or adds a finding without being faster\n"
+        "(neither of the last two when B fixes a hazard of A and adds none: the fix's\n"
+        "cost); 3 when B did not complete; 2 for a bad trace file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", metavar="A", help="the trace before (baseline)")
