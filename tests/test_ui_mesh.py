@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
 from test_ui_app import SIZE, header, lines, opened
 from test_ui_panes import tab_labels
 from test_ui_traces import fresh
@@ -61,15 +60,7 @@ async def test_6_lists_every_pe_of_a_16_pe_mesh_with_its_place_end_and_efficienc
         assert app.status.startswith(f"PE {last} ends last ({expected[last][0]:,})")
 
 
-@pytest.mark.parametrize(
-    ("presses", "sort", "column", "key"),
-    [
-        (1, "end", "end", lambda e, pe: (-e[pe][0], pe)),
-        (2, "stall", "stall", lambda e, pe: (-e[pe][1], pe)),
-        (3, "efficiency", "eff", lambda e, pe: (e[pe][2], pe)),
-    ],
-)
-async def test_o_sorts_the_pes_by_end_stall_and_efficiency(presses, sort, column, key):
+async def test_o_sorts_the_pes_by_end_stall_and_efficiency():
     replay = fresh("mesh16")
     expected = expected_figures(replay)
     # The trace's PEs differ in each figure, so each sort puts them in another order.
@@ -77,15 +68,22 @@ async def test_o_sorts_the_pes_by_end_stall_and_efficiency(presses, sort, column
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await pilot.press("6", *["o"] * presses)
-        await pilot.pause()
-        view = app.query_one(MeshView)
-        assert view.sort == sort
-        titles = lines(view)[0].split()[:4]
-        assert [t for t in titles if t.endswith("▼")] == [f"{column}▼"]
-        order = sorted(range(PES), key=lambda pe: key(expected, pe))
-        assert [int(r[0]) for r in rows(view)] == order
-        assert view.pe_at(view.cursor) == order[0]  # a new sort starts at its first row
+        await pilot.press("6")
+        # Each o moves on to the next sort, in one app: end, stall, then efficiency.
+        for sort, column, key in [
+            ("end", "end", lambda e, pe: (-e[pe][0], pe)),
+            ("stall", "stall", lambda e, pe: (-e[pe][1], pe)),
+            ("efficiency", "eff", lambda e, pe: (e[pe][2], pe)),
+        ]:
+            await pilot.press("o")
+            await pilot.pause()
+            view = app.query_one(MeshView)
+            assert view.sort == sort
+            titles = lines(view)[0].split()[:4]
+            assert [t for t in titles if t.endswith("▼")] == [f"{column}▼"], sort
+            order = sorted(range(PES), key=lambda pe: key(expected, pe))
+            assert [int(r[0]) for r in rows(view)] == order, sort
+            assert view.pe_at(view.cursor) == order[0], sort  # a new sort starts at its first row
 
 
 async def test_enter_focuses_the_pe_and_the_other_panes_follow():
