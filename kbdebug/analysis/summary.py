@@ -7,6 +7,7 @@ is the dataflow model's (:mod:`kbdebug.analysis.model`), the only one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -209,13 +210,22 @@ def summarize(replay: Replay) -> Summary:
 
 def futures_table(replay: Replay) -> list[FutureRow]:
     """Every future in id (issue) order with the cycles of its lifecycle."""
+    return list(iter_futures(replay))
+
+
+def iter_futures(replay: Replay) -> Iterator[FutureRow]:
+    """:func:`futures_table`'s rows, each made as it is read (report --json writes each
+    once: on a 256-PE ring, 262,144 rows at once are some 120 MB)."""
     index = replay.index
     f, k = index.futures, index.commands
     ids = np.flatnonzero(f.cmd >= 0)
     cmd = f.cmd[ids]
 
-    def times(events: np.ndarray) -> list[int | None]:
-        return [None if t < 0 else int(t) for t in event_times(index, events)]
+    def times(events: np.ndarray) -> np.ndarray:
+        return event_times(index, events)
+
+    def cycle(t: np.int64) -> int | None:
+        return None if t < 0 else int(t)
 
     issued = times(k.issue[cmd])
     granted = times(k.grant[cmd])
@@ -223,29 +233,25 @@ def futures_table(replay: Replay) -> list[FutureRow]:
     waited = times(f.wait_begin[ids])
     resolved = times(f.wait_end[ids])
     tensors = Values.of(replay).tensors
-    rows = []
     for j, fid in enumerate(ids.tolist()):
         c = int(cmd[j])
         channel = int(k.channel[c])
         addr = int(k.addr[c])
         found = tensors.slice_of(addr, int(k.nbytes[c])) if len(tensors) else None
-        rows.append(
-            FutureRow(
-                id=fid,
-                op=index.string(int(k.op[c])),
-                pe=int(k.pe[c]),
-                addr=addr if addr >= 0 else None,
-                nbytes=int(k.nbytes[c]),
-                channel=replay.channel_name(channel) if channel >= 0 else None,
-                issued=issued[j],
-                granted=granted[j],
-                done=done[j],
-                waited=waited[j],
-                resolved=resolved[j],
-                stall=int(f.stall[fid]),
-                loc=index.loc(int(k.loc[c])),
-                wait_loc=index.loc(int(f.wait_loc[fid])),
-                where=str(found) if found is not None else "",
-            )
+        yield FutureRow(
+            id=fid,
+            op=index.string(int(k.op[c])),
+            pe=int(k.pe[c]),
+            addr=addr if addr >= 0 else None,
+            nbytes=int(k.nbytes[c]),
+            channel=replay.channel_name(channel) if channel >= 0 else None,
+            issued=cycle(issued[j]),
+            granted=cycle(granted[j]),
+            done=cycle(done[j]),
+            waited=cycle(waited[j]),
+            resolved=cycle(resolved[j]),
+            stall=int(f.stall[fid]),
+            loc=index.loc(int(k.loc[c])),
+            wait_loc=index.loc(int(f.wait_loc[fid])),
+            where=str(found) if found is not None else "",
         )
-    return rows

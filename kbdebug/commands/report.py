@@ -45,13 +45,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from emulator.trace.errors import TraceFormatError
 from kbdebug.analysis import Analysis
 from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE, MIN_SAVING, Gate, one_line
 from kbdebug.analysis.perturbation import perturbation_of
 from kbdebug.analysis.select import in_report_order, parse_selectors
+from kbdebug.analysis.summary import FutureRow, iter_futures
 from kbdebug.cli import UserError
 from kbdebug.commands.hints import with_hint
 from kbdebug.export.github import annotations
@@ -146,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     # of 7.8M events, some 100 MB off the report's peak).
     bounds = analysis.bounds
     findings = in_report_order(analysis.findings, bounds)
-    summary, futures = analysis.summary, analysis.futures
+    summary = analysis.summary
+    # JSON writes each future once, as it is made: no table of 262,144 rows on the ring.
+    futures = FutureRows(analysis.replay) if form == "json" else analysis.futures
     reason = analysis.incomplete
     hazards = analysis.hazards
     gate = Gate.check(selectors, min_saving, findings, bounds, reason, hazards)
@@ -169,6 +175,19 @@ def run(args: argparse.Namespace) -> int:
     for line in gate.explain():
         print(f"kbdebug report: {line}", file=sys.stderr)
     return gate.exit
+
+
+class FutureRows:
+    """Every future's row (:func:`iter_futures`), made each time it is iterated."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.replay.index.futures.cmd >= 0))
+
+    def __iter__(self) -> Iterator[FutureRow]:
+        return iter_futures(self.replay)
 
 
 def output_format(args: argparse.Namespace) -> str:
