@@ -215,7 +215,9 @@ def test_truncated_trace_opens_with_status_truncated_and_a_consistent_end(traces
     assert replay.seek(replay.n_events) == naive[-1]
 
 
-@pytest.mark.parametrize("cut", [1, 2, 3, 17, 500, 4001, 9000])
+# 1 byte off cuts inside the footer (as 2, 3 or 17 would: the same 2,076 events, truncated
+# at the same offset); 500, 4001 and 9000 cut inside events further and further back.
+@pytest.mark.parametrize("cut", [1, 500, 4001, 9000])
 def test_trace_cut_anywhere_opens_and_replays_consistently(tmp_path, traces, cut):
     whole = traces["ring_attention"][0].read_bytes()
     path = tmp_path / "cut.kbt"
