@@ -9,6 +9,8 @@ from pathlib import Path
 
 from emulator import run_kernel
 
+TILE = (8, 8)
+
 
 def scaled(tl, x):
     """A helper with two tl calls."""
@@ -31,6 +33,29 @@ def chained(tl, ptr, n):  # mark: chained-def
     x = tl.load(ptr, (8, 8), "f16")  # mark: chained-load
     for _ in range(n):
         scaled(tl, x)  # mark: chained-call
+
+
+def pair(tl, ptr, j):
+    """A helper called from a helper: two loads issued on one line."""
+    return tl.load_async(ptr + 64 * j, TILE, "f16"), tl.load_async(ptr, TILE, "f16")  # mark: pair
+
+
+def outer(tl, ptr, n):
+    """Loads a pair one step ahead through ``pair``, and waits and works per step."""
+    pending = [pair(tl, ptr, 0)]
+    for j in range(n):
+        fk, fv = pending.pop(0)
+        k = tl.wait(fk)  # mark: outer-wait-k
+        v = tl.wait(fv)  # mark: outer-wait-v
+        if j + 1 < n:
+            pending.append(pair(tl, ptr, j + 1))
+        tl.exp(tl.dot(k, v))  # mark: outer-work
+
+
+def nested(tl, ptr, n):  # mark: nested-def
+    """The kernel calls ``outer``, which calls ``pair``: the trace records line 'nested-call'
+    as the caller of both."""
+    outer(tl, ptr, n)  # mark: nested-call
 
 
 def line(name: str) -> int:

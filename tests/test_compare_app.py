@@ -122,7 +122,7 @@ async def test_n_over_a_helper_shows_the_calling_line_in_compare():
     )
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press(*"nnnn")  # the start, q's load issued and waited, OnlineSoftmax(...)
+        await pilot.press(*"nnn")  # the start, q's load (issue and wait: one line), the helper
         a = app.replays["a"]
         loc = a.index.loc(a.state.pes[0].loc)
         assert loc.caller is not None  # a tl call inside the helper...

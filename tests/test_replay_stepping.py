@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from kernels_stepping import chained, line, record
+from kernels_stepping import chained, line, nested, record
 
+from emulator.trace.schema import Kind
 from kbdebug.replay import Replay
 from kbdebug.replay.stepping import (
     Place,
@@ -64,8 +66,7 @@ STEP = [(line("issue"), KERNEL), (line("wait"), KERNEL), (line("call"), KERNEL)]
 def test_next_in_the_kernel_steps_over_each_helper_call_onto_its_calling_line(replay, stops):
     assert walk(replay, stops, next_stop) == [
         (line("def"), KERNEL),  # the kernel's start
-        (line("first"), KERNEL),  # the blocking load's issue
-        (line("first"), KERNEL),  # and its wait
+        (line("first"), KERNEL),  # the blocking load's issue and its wait: one line
         *STEP * 3,
         (line("after"), KERNEL),
         ("end", KERNEL),
@@ -153,9 +154,82 @@ def test_one_line_calling_the_helper_again_and_again_is_a_step_per_call(tmp_path
     assert walk(replay, stops, next_stop) == [
         (line("chained-def"), "chained"),
         (line("chained-load"), "chained"),
-        (line("chained-load"), "chained"),
         call,
         call,
         call,
         ("end", "chained"),
     ]
+
+
+def test_next_stops_once_per_run_of_a_line_on_its_last_tl_call(replay, stops):
+    # The blocking load's line makes two tl calls (issue, wait): next lands on the wait.
+    start = next_stop(stops, 0)
+    load = next_stop(stops, start.event + 1)
+    assert shown(replay, stops, load) == (line("first"), KERNEL)
+    assert int(replay.index.columns.kind[load.event]) == int(Kind.WAIT_BEGIN)
+    assert shown(replay, stops, next_stop(stops, load.event + 1)) == STEP[0]
+
+
+@pytest.fixture(scope="module")
+def nested_run(tmp_path_factory):
+    replay = Replay.open(str(record(tmp_path_factory.mktemp("nested") / "n.kbt", 3, nested)))
+    return replay, stops_of(replay.index, 0)
+
+
+def test_next_at_a_nested_helpers_last_call_returns_to_its_caller_not_its_next_call(nested_run):
+    replay, stops = nested_run
+    # The second pair() call, from outer's loop: step into it, then next past its last call.
+    pairs = [int(e) for e in stops.events if int(stops.lines[stops.stop_of(e)]) == line("pair")]
+    assert len(pairs) == 6  # three calls, two loads each
+    last_of_second = pairs[3] + 1
+    back = next_stop(stops, last_of_second)
+    assert shown(replay, stops, back) == (line("outer-work"), "outer")
+    assert finish_stop(stops, last_of_second) == back
+    # The first call (before outer's loop): back on outer's first wait, not in pair again.
+    first_back = next_stop(stops, pairs[1] + 1)
+    assert shown(replay, stops, first_back) == (line("outer-wait-k"), "outer")
+    # Backward out of the call: outer's stop before it.
+    assert shown(replay, stops, next_stop(stops, pairs[2] + 1, -1)) == (
+        line("outer-wait-v"),
+        "outer",
+    )
+
+
+def test_next_in_a_helper_stops_once_on_a_line_of_several_tl_calls(nested_run):
+    replay, stops = nested_run
+    wait_k = first_at(replay, stops, "outer-wait-k")
+    walked = walk(replay, stops, next_stop, wait_k)
+    # outer's lines, each once per iteration (dot and exp on one line: one stop), the
+    # pair() call in between stepped over; out of outer, the kernel's line, done.
+    work = (line("outer-work"), "outer")
+    k, v = (line("outer-wait-k"), "outer"), (line("outer-wait-v"), "outer")
+    assert walked == [
+        v,
+        work,
+        k,
+        v,
+        work,
+        k,
+        v,
+        work,
+        (line("nested-call"), "nested"),
+        ("end", "nested"),
+    ]
+
+
+def test_a_line_runs_again_only_where_its_calls_repeat_whole():
+    from kbdebug.replay.stepping import _line_ends
+
+    def sig(kind, op):
+        return (int(kind) << 32) | (op + 1)
+
+    mul, add, load, wait = (
+        sig(Kind.ISSUE, 1),
+        sig(Kind.ISSUE, 2),
+        sig(Kind.ISSUE, 3),
+        sig(Kind.WAIT_BEGIN, -1),
+    )
+    ends = _line_ends(np.array([5, 5, 5, 6]), np.array([mul, mul, add, load]))
+    assert ends.tolist() == [False, False, True, True]  # a * b + c * d: one run
+    ends = _line_ends(np.array([5, 5, 5, 5, 6]), np.array([load, wait, load, wait, mul]))
+    assert ends.tolist() == [False, True, False, True, True]  # a loop over x = tl.load(...)

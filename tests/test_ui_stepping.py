@@ -36,7 +36,7 @@ async def test_n_steps_over_the_helper_onto_its_calling_line_and_N_comes_back(pa
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await press(pilot, *"nnnnn")  # start, the load's issue and wait, issue, wait
+        await press(pilot, *"nnnn")  # start, the load (issue and wait: one line), issue, wait
         assert where(app) == (line("wait"), "looped")
         await press(pilot, "n")  # over scaled(): the calling line, never inside it
         assert where(app) == (line("call"), "looped")
@@ -53,7 +53,7 @@ async def test_s_steps_into_the_helper_and_S_back_out(path):
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await press(pilot, *"nnnnn")
+        await press(pilot, *"nnnn")
         before = app.position
         await press(pilot, "s")
         assert where(app) == (line("helper-exp"), "scaled")
@@ -67,7 +67,7 @@ async def test_o_finishes_the_helper_and_O_returns_to_before_the_call(path):
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await press(pilot, *"nnnnn")
+        await press(pilot, *"nnnn")
         first_wait = app.position
         await press(pilot, "s")
         assert where(app) == (line("helper-exp"), "scaled")
@@ -95,7 +95,7 @@ async def test_t_leaves_the_loop_and_T_goes_back_above_it(path):
     app = KbdebugApp(replay=Replay.open(path))
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
-        await press(pilot, *"nnnnnn")
+        await press(pilot, *"nnnnn")
         assert where(app) == (line("call"), "looped")  # the loop's last line
         await press(pilot, "t")
         assert where(app) == (line("after"), "looped")

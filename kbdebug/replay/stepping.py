@@ -10,7 +10,10 @@ A place is a stop and how it is seen: from its own function, or from the kernel 
 helper's stop seen from the kernel is its kernel line, the call, done). Stepping over a
 helper lands on its invocation's last stop seen from the kernel: the kernel's line that
 called it, with the call complete, as gdb shows the line it stepped over. Lines without
-a tl call leave nothing in the trace, so a step lands on the next line that made one.
+a tl call leave nothing in the trace, so a step lands on the next line that made one,
+once per run of that line (on its last tl call). A helper called from a helper shares
+its caller's kernel line; which function calls which is read from the embedded source,
+so leaving the inner one lands on its caller's next step, not on its next call.
 
 Each function takes the current position (events applied) and whether the current
 stop is seen from the kernel, and returns the Place to go to (the app applies its event
@@ -19,6 +22,7 @@ and shows it), or None when there is none.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +66,14 @@ class Stops:
     last: np.ndarray
     #: The function each frame is, by frame id.
     functions: tuple[str, ...]
+    #: Per stop, what tl call it is (kind and op): a line runs again where its first
+    #: call comes back.
+    signatures: np.ndarray
+    #: The same seen from the kernel: a helper invocation's last stop is its call.
+    kernel_signatures: np.ndarray
+    #: Per frame, the frames of its kernel line whose function calls its own (directly
+    #: or not): a nested helper's stops share the kernel's line with its caller's.
+    callers: tuple[frozenset[int], ...]
 
     def current(self, position: int) -> int:
         """The index of the last stop at or before the current event (``position - 1``),
@@ -120,18 +132,88 @@ def stops_of(index: TraceIndex, pe: int) -> Stops:
     kernel_lines = site_kernel_lines[inverse]
     ends = c.kind[events] == Kind.KERNEL_END
     frames[ends], lines[ends], kernel_lines[ends] = KERNEL_FRAME, END_LINE, END_LINE
-    first, last = _invocations(frames != KERNEL_FRAME, site_callers[inverse], inverse)
-    return Stops(events, frames, lines, kernel_lines, first, last, tuple(functions))
+    callers = _frame_callers(frame_of, index.sources)
+    # Only a helper the kernel calls itself starts an invocation again at its first call
+    # site: a nested one's calls are all inside one call of its caller.
+    called_by_kernel = np.array([not c for c in callers], dtype=bool)[frames]
+    first, last = _invocations(
+        frames != KERNEL_FRAME, site_callers[inverse], inverse, called_by_kernel
+    )
+    ops = c.op[events].astype(np.int64)
+    signatures = (c.kind[events].astype(np.int64) << 32) | (ops + 1)
+    helper = frames != KERNEL_FRAME
+    kernel_signatures = np.where(helper, (1 << 62) + inverse[first], signatures)
+    return Stops(
+        events,
+        frames,
+        lines,
+        kernel_lines,
+        first,
+        last,
+        tuple(functions),
+        signatures,
+        kernel_signatures,
+        callers,
+    )
+
+
+def _frame_callers(
+    frame_of: dict[tuple[str, str, str, int], int], sources: dict[str, str]
+) -> tuple[frozenset[int], ...]:
+    """Per frame id, the frames of the same kernel line whose function calls its own,
+    directly or through others, as the trace's embedded sources say (none known: the
+    kernel calls it)."""
+    calls: dict[str, dict[str, set[str]]] = {}
+    for file in {key[0] for key in frame_of}:
+        calls[file] = _calls_by_function(sources.get(file, ""))
+    direct: dict[int, set[int]] = {frame: set() for frame in frame_of.values()}
+    for (_, function, caller_file, line), frame in frame_of.items():
+        for (other_file, other, o_caller_file, o_line), other_frame in frame_of.items():
+            same_call = (o_caller_file, o_line) == (caller_file, line)
+            if same_call and other_frame != frame and function in calls[other_file].get(other, ()):
+                direct[frame].add(other_frame)
+    closed: list[frozenset[int]] = [frozenset()] * (len(direct) + 1)
+    for frame in direct:
+        seen, todo = set(), list(direct[frame])
+        while todo:
+            other = todo.pop()
+            if other not in seen and other != frame:
+                seen.add(other)
+                todo.extend(direct[other])
+        closed[frame] = frozenset(seen)
+    return tuple(closed)
+
+
+def _calls_by_function(source: str) -> dict[str, set[str]]:
+    """The names each function of ``source`` calls (``f(...)``, ``x.f(...)``), {} when it
+    does not parse (the trace's sources are untrusted: parsed, never run)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    calls: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = calls.setdefault(node.name, set())
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call):
+                    func = inner.func
+                    if isinstance(func, ast.Name):
+                        names.add(func.id)
+                    elif isinstance(func, ast.Attribute):
+                        names.add(func.attr)
+    return calls
 
 
 def _invocations(
-    helper: np.ndarray, callers: np.ndarray, sites: np.ndarray
+    helper: np.ndarray, callers: np.ndarray, sites: np.ndarray, called_by_kernel: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per stop, the first and last stop of its helper invocation: helper stops in a row
     called from one kernel line, split again where the run comes back to its first call
     site from another (the same line calling the helper again, with no kernel tl call
     between: ``for j: helper(j)``; a loop inside a helper over several call sites is
-    split the same way, the trace having no mark of a call's return)."""
+    split the same way, the trace having no mark of a call's return). Only a first call
+    site in a helper the kernel calls itself (``called_by_kernel``) splits."""
     n = len(helper)
     index = np.arange(n)
     if not helper.any():
@@ -144,7 +226,7 @@ def _invocations(
     # Back at the run's first call site from another one (several calls on one line,
     # trans and dot, stay one invocation).
     left = np.concatenate(([True], sites[:-1] != entry[1:] if n > 1 else []))
-    starts |= helper & (sites == entry) & left & (run >= 0)
+    starts |= helper & (sites == entry) & left & (run >= 0) & called_by_kernel
     starts |= ~helper
     first = np.maximum.accumulate(np.where(starts, index, 0))
     ends = np.concatenate((starts[1:], [True]))
@@ -152,10 +234,82 @@ def _invocations(
     return np.where(helper, first, index), np.where(helper, last, index)
 
 
+def _line_ends(lines: np.ndarray, signatures: np.ndarray) -> np.ndarray:
+    """Of one function's stops in order, those that end a run of its line: the line
+    changes next, or the line runs again (as in a loop: its tl calls repeat whole, each
+    run starting with the same call); several tl calls of one line run are one step.
+    The kernel's start and end are steps of their own (a one-line kernel's def holds
+    its calls)."""
+    n = len(lines)
+    kinds = signatures >> 32
+    alone = np.isin(kinds, [Kind.KERNEL_START, Kind.KERNEL_END, Kind.KERNEL_ERROR])
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = (lines[1:] != lines[:-1]) | alone[1:] | alone[:-1]
+    begins = np.flatnonzero(starts)
+    begin = begins[np.cumsum(starts) - 1]
+    again = (signatures == signatures[begin]) & (np.arange(n) > begin)
+    # A line's calls that repeat whole (period: where its first call comes back) are the
+    # line run again; a first call merely recurring (a * b + c * d) is not.
+    for b in np.unique(begin[again]).tolist():
+        end = int(begins[np.searchsorted(begins, b, side="right")]) if b < begins[-1] else n
+        calls = signatures[b:end]
+        period = int(np.flatnonzero(calls[1:] == calls[0])[0]) + 1
+        whole = len(calls) % period == 0
+        if whole and np.array_equal(calls, np.tile(calls[:period], len(calls) // period)):
+            starts[b:end:period] = True
+    return np.concatenate((starts[1:], [True])) if n else starts
+
+
 def _kernel_steps(stops: Stops) -> np.ndarray:
-    """Whether each stop is a step of the kernel function: its own tl calls, start and
-    end, and the last stop of each helper invocation (the kernel's calling line, done)."""
-    return (stops.frames == KERNEL_FRAME) | (stops.last == np.arange(len(stops.events)))
+    """Whether each stop is a step of the kernel function: the last stop of each run of
+    one of its lines, a helper invocation counting as a tl call of its calling line
+    (the line, done)."""
+    seen = (stops.frames == KERNEL_FRAME) | (stops.last == np.arange(len(stops.events)))
+    at = np.flatnonzero(seen)
+    steps = np.zeros(len(stops.events), dtype=bool)
+    steps[at] = _line_ends(stops.kernel_lines[at], stops.kernel_signatures[at])
+    return steps
+
+
+def _call_span(stops: Stops, k: int) -> tuple[int, int]:
+    """The first and last stop of the call of helper stop ``k``'s function that made
+    it: its invocation, cut where a function that calls it makes a stop (the trace
+    records only the kernel's line for a helper called from a helper)."""
+    first, last = int(stops.first[k]), int(stops.last[k])
+    callers = stops.callers[int(stops.frames[k])]
+    if not callers:
+        return first, last
+    span = stops.frames[first : last + 1]
+    outer = np.flatnonzero(np.isin(span, np.array(sorted(callers), dtype=span.dtype))) + first
+    cut = int(np.searchsorted(outer, k))
+    start = int(outer[cut - 1]) + 1 if cut > 0 else first
+    end = int(outer[cut]) - 1 if cut < len(outer) else last
+    return start, end
+
+
+def _helper_steps(stops: Stops, k: int) -> np.ndarray:
+    """Whether each stop is a step of helper stop ``k``'s function in its call: the
+    last stop of each run of one of its lines (what ``next`` lands on in it)."""
+    start, end = _call_span(stops, k)
+    at = np.flatnonzero(stops.frames[start : end + 1] == stops.frames[k]) + start
+    steps = np.zeros(len(stops.events), dtype=bool)
+    steps[at] = _line_ends(stops.lines[at], stops.signatures[at])
+    return steps
+
+
+def _returned(stops: Stops, k: int, direction: int) -> Place | None:
+    """Out of helper stop ``k``'s call: forward, its caller's step that follows (the
+    kernel's calling line, done, when the kernel is the caller); backward, the
+    caller's stop before the call (the kernel's step before it)."""
+    start, end = _call_span(stops, k)
+    first, last = int(stops.first[k]), int(stops.last[k])
+    if direction > 0:
+        if end == last:
+            return Place(int(stops.events[last]), True)
+        return _place(stops, _after(_helper_steps(stops, end + 1), end), False)
+    if start > first:
+        return _place(stops, start - 1, False)
+    return _kernel_step(stops, k, -1, np.ones(len(stops.events), dtype=bool))
 
 
 def _place(stops: Stops, k: int | None, from_kernel: bool) -> Place | None:
@@ -200,19 +354,14 @@ def next_stop(
 
 
 def _in_helper(stops: Stops, k: int, direction: int, wanted: np.ndarray) -> Place | None:
-    """From stop ``k`` inside a helper: the next (previous) stop of its frame in its
-    invocation among those ``wanted``; none left: back in the caller (forward: the
-    call's line, done; backward: the kernel's step before the call)."""
-    first, last = int(stops.first[k]), int(stops.last[k])
-    mine = np.zeros(len(stops.events), dtype=bool)
-    mine[first : last + 1] = stops.frames[first : last + 1] == stops.frames[k]
-    mine &= wanted
+    """From stop ``k`` inside a helper: the next (previous) step of its function in its
+    call among those ``wanted``; none left: back in the caller (forward: its next step,
+    the kernel's calling line done; backward: the caller's step before the call)."""
+    mine = _helper_steps(stops, k) & wanted
     found = _after(mine, k) if direction > 0 else _before(mine, k)
     if found is not None:
         return _place(stops, found, False)
-    if direction > 0:
-        return Place(int(stops.events[last]), True)
-    return _kernel_step(stops, k, -1, np.ones(len(stops.events), dtype=bool))
+    return _returned(stops, k, direction)
 
 
 def step_stop(
@@ -231,10 +380,7 @@ def finish_stop(
     kernel function (the outermost frame: nothing to finish)."""
     if not stops.in_helper(position, from_kernel):
         return None
-    k = stops.current(position)
-    if direction > 0:
-        return Place(int(stops.events[int(stops.last[k])]), True)
-    return _kernel_step(stops, k, -1, np.ones(len(stops.events), dtype=bool))
+    return _returned(stops, stops.current(position), direction)
 
 
 def until_stop(
