@@ -177,25 +177,16 @@ async def test_the_cursor_marker_never_overwrites_an_axis_label():
             assert re.fullmatch(r"[╵▼](\d+(\.\d+)?[kMGT]?)?", token), token
 
 
-async def test_legend_shows_when_the_screen_is_tall_enough():
-    app = KbdebugApp(replay=fresh("flawed_prefetch"))
-    async with app.run_test(size=SIZE) as pilot:
-        await opened(app, pilot)
-        assert lines(app.query_one(Timeline))[-1].strip() == LEGENDS[0]
-    app = KbdebugApp(replay=fresh("flawed_prefetch"))
-    async with app.run_test(size=(80, 24)) as pilot:
-        await opened(app, pilot)
-        assert "running" not in "".join(lines(app.query_one(Timeline)))
-
-
 # --- source ----------------------------------------------------------------------------
 
 
-async def test_source_opens_at_the_kernel_def_and_shows_whole_lines_at_160():
+async def test_source_opens_at_the_kernel_def_in_whole_lines_and_the_legend_shows_at_160():
+    # The legend half of this test: shown at 160x48, left out at 80x24 (see the W test).
     replay = fresh("flawed_prefetch")
     app = KbdebugApp(replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await opened(app, pilot)
+        assert lines(app.query_one(Timeline))[-1].strip() == LEGENDS[0]
         source = app.query_one(SourceView)
         file, line = source.cursor_line
         assert replay.index.sources[file].split("\n")[line - 1].startswith("def decode_flawed")
@@ -218,10 +209,12 @@ async def test_source_scrolls_sideways_under_a_fixed_gutter():
         assert "def decode" not in after and "prefetch(tl, q_ptr" in after
 
 
-async def test_W_gives_the_source_the_whole_width_and_3_brings_the_futures_back():
+async def test_no_legend_at_80x24_and_W_gives_the_source_the_whole_width_3_the_futures():
     app = KbdebugApp(replay=fresh("flawed_prefetch"))
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(app, pilot)
+        # Too short for the timeline's legend (shown at 160x48: see the source test).
+        assert "running" not in "".join(lines(app.query_one(Timeline)))
         source, table = app.query_one(SourceView), app.query_one(FuturesTable)
         narrow = source.size.width
         await pilot.press("2", "W")
