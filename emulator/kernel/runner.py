@@ -40,8 +40,8 @@ from emulator.trace.digests import ITEMSIZES, TensorDef, digest_of, row_major_st
 from emulator.trace.schema import KIND_SINCE, Kind, SourceLoc
 
 #: Set to 0 to record no digests, no named tensors and no provenance: the trace is then
-#: what a format 1.4 writer wrote (the baseline of benchmarks/emulator_speed.py, the
-#: bundled traces).
+#: what a format 1.4 writer wrote (the baseline of benchmarks/emulator_speed.py; the
+#: 1.3 copies in tests/data/old_traces were recorded so).
 DIGESTS_ENV = "KBDEBUG_DIGESTS"
 #: Named tensors a trace's header lists at most.
 MAX_TENSORS = 4096
