@@ -1,6 +1,6 @@
-"""KB107 on a six-tile loop: a depth past the loop's tiles is "all 6 up front", and a load
-waited where it is issued is said to be so (not "prefetched"); each saving is checked by
-running the edit it names."""
+"""KB101, KB102 and KB107 on a six-tile loop: a depth past the loop's tiles is "all 6 up
+front"; KB107 says a load waited where it is issued is so (not "prefetched"). Each saving is
+checked by running the edit it names."""
 
 from __future__ import annotations
 
@@ -43,6 +43,32 @@ def at_once(tl, x, o, n):
             tl.store(o + t * TILE_BYTES, tl.exp(v * 0.5))
 
 
+def blocking(tl, x, o, n):
+    """Each tile's load blocking (KB101)."""
+    for t in range(n):
+        with tl.scope():
+            v = tl.load(x + t * TILE_BYTES, (R, C), "f32")
+            tl.store(o + t * TILE_BYTES, tl.exp(v * 0.5))
+
+
+def late(tl, x, o, n):
+    """Each tile's load issued below work it could go above, and waited at once (KB102)."""
+    for t in range(n):
+        with tl.scope():
+            w = tl.exp(tl.full((R, C), 1.0) * 0.5)
+            v = tl.wait(tl.load_async(x + t * TILE_BYTES, (R, C), "f32"))
+            tl.store(o + t * TILE_BYTES, v * w)
+
+
+def late_up_front(tl, x, o, n):
+    """late with every load issued before the loop."""
+    fs = [tl.load_async(x + t * TILE_BYTES, (R, C), "f32") for t in range(n)]
+    for t in range(n):
+        with tl.scope():
+            w = tl.exp(tl.full((R, C), 1.0) * 0.5)
+            tl.store(o + t * TILE_BYTES, tl.wait(fs[t]) * w)
+
+
 def run(path, kernel) -> Replay:
     memory = Memory(size_bytes=1 << 22)
     x = memory.put(np.ones((TILES * R, C), "float32"), name="X")
@@ -56,33 +82,37 @@ def end(replay: Replay) -> int:
     return bound.achieved
 
 
-def kb107(replay: Replay):
-    found = [f for f in find_all(replay) if f.rule == "KB107"]
+def stream_finding(replay: Replay, rule: str):
+    found = [f for f in find_all(replay) if f.rule == rule]
     assert len(found) == 1, [(f.rule, f.message) for f in find_all(replay)]
     return found[0]
 
 
 @pytest.mark.parametrize(
-    ("flawed", "fixed", "says", "message"),
+    ("rule", "flawed", "fixed", "says", "message"),
     [
         (
+            "KB107",
             one_ahead,
             all_up_front,
             "issue all 6 loads up front",
             "is prefetched, but",
         ),
         (
+            "KB107",
             at_once,
             all_up_front,
             "issue all 6 loads up front",
             "is waited where it is issued",
         ),
+        ("KB101", blocking, all_up_front, "issue all 6 with tl.load_async up front", "blocked"),
+        ("KB102", late, late_up_front, "issue all 6 up front, before the loop", "was waited"),
     ],
 )
-def test_kb107_says_the_edit_it_measured_and_the_edit_gains_it(
-    tmp_path, flawed, fixed, says, message
+def test_a_stream_finding_says_the_edit_it_measured_and_the_edit_gains_it(
+    tmp_path, rule, flawed, fixed, says, message
 ):
-    finding = kb107(run(tmp_path / "flawed.kbt", flawed))
+    finding = stream_finding(run(tmp_path / "flawed.kbt", flawed), rule)
     assert says in finding.suggestion, finding.suggestion
     assert "tiles ahead" not in finding.suggestion  # never deeper than the loop's tiles
     assert message in finding.message, finding.message
