@@ -28,6 +28,7 @@ Each figure is printed as the min and median over ``--runs`` runs, with its rati
     python benchmarks/mesh_scale.py               # 4, 64 and 256 PEs, 3 runs
     python benchmarks/mesh_scale.py --runs 1 --pes 4 --pes 64
     python benchmarks/mesh_scale.py --app-only    # the app's first screen at 256 PEs
+    python benchmarks/mesh_scale.py --app-only --ring RING.kbt --one-pe ONE.kbt  # reuse
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ TILE_STEPS = 4096
 RSS_GOAL = 600e6
 REPORT_GOAL = 1e9
 TIME_GOAL = 1.3
-APP_GOAL = 1.3
+APP_GOAL = 1.1
 #: Events a 1-PE prefill records per K/V tile (tile=8 keeps its inputs small).
 PREFILL_EVENTS_PER_TILE = 107
 #: What a child process runs: the app on argv[1] until its first screen with the header
@@ -131,6 +132,18 @@ def one_pe_trace(events: int, folder: Path) -> tuple[Path, int]:
     return out, int(found.group(1).replace(",", ""))
 
 
+def trace_events(trace: Path) -> int:
+    """The events of a recorded trace (its index, read in a child process)."""
+    code = "import sys; from kbdebug.replay import Replay; print(Replay.open(sys.argv[1]).n_events)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KBDEBUG_NO_CACHE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(trace)], capture_output=True, text=True, env=env
+    )
+    if done.returncode != 0:
+        sys.exit(f"cannot read {trace}: {done.stderr.strip()}")
+    return int(done.stdout.split()[-1])
+
+
 def app_first_screen(trace: Path, cache: Path) -> tuple[float, float]:
     """(seconds to the first screen with the header, peak RSS in bytes) of the app
     opening ``trace`` in a child process, its index cache in ``cache``."""
@@ -188,7 +201,18 @@ def main() -> int:
         action="store_true",
         help="only the app's first screen (the largest ring recorded once, no other figure)",
     )
+    parser.add_argument(
+        "--ring", type=Path, help="with --app-only: this recorded ring instead of recording one"
+    )
+    parser.add_argument(
+        "--one-pe",
+        type=Path,
+        help="with --app-only: this recorded 1-PE trace instead of recording one",
+    )
     args = parser.parse_args()
+    for given in (args.ring, args.one_pe):
+        if given is not None and not given.is_file():
+            sys.exit(f"{given}: no such trace")
     sizes = sorted(set(args.pes or [4, 64, 256]))
     if 4 not in sizes:
         sizes.insert(0, 4)  # the reference of every ratio
@@ -218,12 +242,15 @@ def main() -> int:
                     report_rss[pes].append(peak)
                     report_wall[pes].append(seconds)
             if not args.no_rss:
-                ring = folder / f"ring_{largest}.kbt"
+                ring = args.ring or folder / f"ring_{largest}.kbt"
                 if not ring.exists():
                     ring_events[largest] = ring_rss(largest, folder, check=False)[2]
                 if not app_events:
-                    app_events["ring"] = ring_events[largest]
-                    one_pe, app_events["1 PE"] = one_pe_trace(ring_events[largest], folder)
+                    app_events["ring"] = ring_events.get(largest) or trace_events(ring)
+                    if args.one_pe:
+                        one_pe, app_events["1 PE"] = args.one_pe, trace_events(args.one_pe)
+                    else:
+                        one_pe, app_events["1 PE"] = one_pe_trace(app_events["ring"], folder)
                 for label, trace in (("ring", ring), ("1 PE", one_pe)):
                     cache = Path(tempfile.mkdtemp(dir=folder))
                     for state in ("cold", "warm"):
