@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kbdebug.commands.check_report import wrong_block_report
+from kbdebug.launch.check_report import wrong_block_report
 from kbdebug.replay import Replay
 from kbdebug.replay.opening import Opening
 from kbdebug.ui import KbdebugApp

@@ -16,13 +16,13 @@ from emulator.errors import DeadlockError, EmulatorError, KernelError
 from emulator.scenarios import SCENARIOS, Scenario
 from emulator.trace.writer import TraceWriter
 from kbdebug.commands import run_values
-from kbdebug.commands.check_report import CheckReport, wrong_block_report
 from kbdebug.commands.run_status import RunStatus
 from kbdebug.errors import UserError
 from kbdebug.launch import perturb
-from kbdebug.launch.check_failure import check_failure
+from kbdebug.launch.check_report import CheckReport
 from kbdebug.launch.errors import LaunchError, failure_text, python_hint
 from kbdebug.launch.launcher import Launcher, is_trace, load
+from kbdebug.launch.output_check import checked_verdict
 from kbdebug.launch.settings import read_config, with_hardware
 from kbdebug.outputs import Output, status_lines
 
@@ -242,18 +242,10 @@ def _check_output(scenario: Scenario, out: Output, status: RunStatus, traceback:
     """Run the numpy check and, when it fails, find the first wrong block in the trace
     written so far (all its events; the footer waits for this verdict)."""
     status.phase("checking output against numpy")
-    message, seconds, said = _check(scenario, traceback)
-    found = None
-    if message is not None and not out.stream:
-        status.phase("looking for the first wrong block")
-        found = wrong_block_report(Path(out.path), scenario, cache=False)
+    trace = None if out.stream else Path(out.path)
+    message, seconds, found, verdict = checked_verdict(scenario, trace, traceback)
     status.clear()
-    if message is None:
-        return _Checked(None, None, seconds, {"ok": True, "message": None, "block": None})
-    if said is None:  # the check raised something else: a bug in it, not a verdict
-        return _Checked(message, found, seconds, None)
-    block = found.block if found is not None else None
-    return _Checked(message, found, seconds, {"ok": False, "message": said, "block": block})
+    return _Checked(message, found, seconds, verdict)
 
 
 def _record(
@@ -339,46 +331,6 @@ def _print_result(result, elapsed: float) -> None:
     print(f"stall:  {result.metrics['stall_cycles']:,} cycles waiting in tl.wait{summed}")
     print(f"reads:  {result.metrics['dma_read_count']:,} DMA reads")
     sys.stdout.flush()  # on screen before the check's status line
-
-
-def _check(scenario: Scenario, traceback: bool = False) -> tuple[str | None, float, str | None]:
-    """Run the scenario's numpy check: (None, or what failed; wall seconds it took; what
-    the failed assertion said in one line, None unless the output was wrong).
-
-    A check that raises anything but AssertionError is a bug in the check, not a wrong
-    output: one line naming the exception and the check's line that raised it."""
-    started = time.perf_counter()
-    try:
-        scenario.check(scenario.memory)
-    except AssertionError as e:
-        said, detail = check_failure(e)
-        lines = [f"output check failed: {said}", *(f"  {line}" for line in detail)]
-        return "\n".join(lines), time.perf_counter() - started, said
-    except Exception as e:  # noqa: BLE001 - the user's code: say what it raised, where
-        if traceback:
-            import traceback as tb
-
-            tb.print_exc(file=sys.stderr)
-        where = _check_line(scenario.check, e)
-        text = " ".join(str(e).split())[:500]
-        return (
-            f"the scenario's check raised {type(e).__name__}: {text}{where} (the trace is "
-            "written; --traceback shows the check's traceback)",
-            time.perf_counter() - started,
-            None,
-        )
-    return None, time.perf_counter() - started, None
-
-
-def _check_line(check, error: BaseException) -> str:
-    """`` at FILE:LINE``: the deepest line of the check's own file in the traceback."""
-    import traceback as tb
-
-    code = getattr(check, "__code__", None)
-    frames = tb.extract_tb(error.__traceback__)
-    mine = [f for f in frames if code is not None and f.filename == code.co_filename]
-    frame = (mine or frames or [None])[-1]
-    return "" if frame is None else f" at {Path(frame.filename).name}:{frame.lineno}"
 
 
 def _rerun_argv(args: argparse.Namespace, output: Path) -> list[str]:

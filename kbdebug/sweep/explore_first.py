@@ -16,6 +16,7 @@ from emulator.trace.reader import read_trace
 from emulator.trace.schema import Kind
 from emulator.trace.writer import TraceWriter
 from kbdebug.errors import UserError
+from kbdebug.launch.output_check import checked_verdict
 from kbdebug.sweep.explore import FirstFailure
 from kbdebug.sweep.point import PointTask, build
 
@@ -43,11 +44,19 @@ def first_failure(nominal: PointTask, failing: PointTask, keep: Path | None) -> 
         else:
             fd, name = tempfile.mkstemp(prefix="kbdebug-explore-", suffix=".kbt")
             handle, path = os.fdopen(fd, "wb", buffering=0), Path(name)
-        writer = TraceWriter(handle)
+        # As `kbdebug run --perturb SEED` writes it, byte for byte: the footer held for
+        # the output check's verdict.
+        writer = TraceWriter(handle, hold_footer=True)
         try:
-            got.run(recorder=writer)
-        except EmulatorError:
-            pass  # a deadlock or kernel error: its row says so; its trace is still whole
+            finished = True
+            try:
+                got.run(recorder=writer)
+            except EmulatorError:
+                finished = False  # a deadlock or kernel error: its row says so
+            verdict = None
+            if finished and failing.check and got.check is not None and writer.held:
+                verdict = checked_verdict(got, path)[3]
+            writer.finish(verdict)
         finally:
             writer.close()
             handle.close()
