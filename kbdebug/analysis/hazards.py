@@ -165,18 +165,24 @@ def _second_events(acc: Accesses, pairs: Unordered) -> np.ndarray:
 
 
 def _access(index: TraceIndex, acc: Accesses, row: int) -> HazardAccess:
+    return access_of(
+        index, int(acc.cmd[row]), int(acc.pe[row]), int(acc.issue[row]), int(acc.happen[row])
+    )
+
+
+def access_of(index: TraceIndex, cmd: int, pe: int, issue: int, happen: int) -> HazardAccess:
+    """Command ``cmd`` of ``pe`` as one access of a hazard or an out-of-bounds finding:
+    issued at event ``issue``, touching HBM at event ``happen`` (-1: never)."""
     cm, fu = index.commands, index.futures
-    cmd = int(acc.cmd[row])
-    happen = int(acc.happen[row])
     future = int(cm.future[cmd])
     wait_loc = None
     if future >= 0 and int(fu.wait_begin[future]) >= 0:
         wait_loc = index.loc(int(fu.wait_loc[future]))
     return HazardAccess(
-        pe=int(acc.pe[row]),
+        pe=pe,
         op=index.string(int(cm.op[cmd])),
         loc=index.loc(int(cm.loc[cmd])),
-        issue=int(acc.issue[row]),
+        issue=issue,
         happen=happen,
         cycle=int(index.columns.time[happen]) if happen >= 0 else -1,
         wait_loc=wait_loc,

@@ -22,7 +22,7 @@ import numpy as np
 
 from emulator.trace.digests import TensorDef, read_tensors
 from kbdebug.analysis.hazard_order import accesses_of
-from kbdebug.analysis.hazards import MAX_OCCURRENCES, Hazard, HazardAccess
+from kbdebug.analysis.hazards import MAX_OCCURRENCES, Hazard, HazardAccess, access_of
 from kbdebug.analysis.identity import call_identity
 from kbdebug.replay.slices import Tensors, address_text
 from kbdebug.replay.tables import TraceIndex
@@ -195,22 +195,10 @@ def out_of_bounds(index: TraceIndex) -> list[Hazard]:
 
 
 def _access(index: TraceIndex, cmd: int) -> HazardAccess:
-    cm, fu = index.commands, index.futures
+    cm = index.commands
     store = "store" in index.string(int(cm.op[cmd]))
     happen = int(cm.complete[cmd] if store else cm.grant[cmd])
-    future = int(cm.future[cmd])
-    wait_loc = None
-    if future >= 0 and int(fu.wait_begin[future]) >= 0:
-        wait_loc = index.loc(int(fu.wait_loc[future]))
-    return HazardAccess(
-        pe=int(cm.pe[cmd]),
-        op=index.string(int(cm.op[cmd])),
-        loc=index.loc(int(cm.loc[cmd])),
-        issue=int(cm.issue[cmd]),
-        happen=happen,
-        cycle=int(index.columns.time[happen]) if happen >= 0 else -1,
-        wait_loc=wait_loc,
-    )
+    return access_of(index, cmd, int(cm.pe[cmd]), int(cm.issue[cmd]), happen)
 
 
 def _hazard(index: TraceIndex, tensors, outside, cmds: list[int]) -> Hazard:
