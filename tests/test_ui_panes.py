@@ -288,3 +288,19 @@ async def test_o_cycles_the_futures_order_by_stall_issue_and_id():
         assert table.cursor == int(table.rank[app.selected_future])
         await pilot.press("o")
         assert table.sort == "id" and table.order.tolist() == list(range(len(f.cmd)))
+
+
+async def test_the_source_keeps_the_stopped_line_in_view_when_the_findings_take_its_rows():
+    # At 120x36 (the README picture) the findings tab takes rows from the source pane:
+    # the line the PE stopped at must stay on screen (it was scrolled out, the ▶ gone).
+    app = KbdebugApp(replay=fresh("flawed_prefetch"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await opened(app, pilot)
+        await pilot.press("w", "c", "c")
+        await pilot.pause()
+        source = app.query_one(SourceView)
+        line = source.current_line[1]
+        await pilot.press("5")
+        await pilot.pause()
+        shown = lines(source)
+        assert any("▶" in row and row.lstrip().startswith(str(line)) for row in shown), shown

@@ -173,6 +173,9 @@ class RowView(Widget, can_focus=True):
 
     def on_resize(self) -> None:
         self.top = self.top
+        # A pane that shrinks (another tab took its rows) keeps its cursor on screen.
+        if self.row_count():
+            self.show_row(self.cursor)
         self.refresh()
 
     def action_move(self, delta: int) -> None:
