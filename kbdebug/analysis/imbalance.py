@@ -27,7 +27,10 @@ per extra unit over a typical PE's:
   at their own bound, the work split unevenly, reads below 100 %;
 - the **spread end** (:attr:`Imbalance.spread_end`) is the same with the recorded
   kernel times: when the launch would end were the late PEs' extra work moved to
-  the others, as the kernel runs today.
+  the others, as the kernel runs today; and no sooner than the launch re-timed with
+  that split (:func:`kbdebug.analysis.retime.simulate_launch`: the late PEs without
+  their last iterations over the even share, the others slower by theirs), which keeps
+  what the PEs wait on each other for (a reduction chain's receive, add and send).
 
 The PEs a late PE holds back stand for no end of their own in either: theirs follows
 the late PE's, which ends sooner by its units over the even share at its own cycles
@@ -61,6 +64,7 @@ import numpy as np
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.analysis.finding import RULES, Finding, finding_id, line_id
 from kbdebug.analysis.model import COMPUTE, LOAD, NEVER, OPAQUE, RECV, SEND, STORE, WAIT, Model
+from kbdebug.analysis.retime import simulate_launch
 
 __all__ = [
     "LATE_SHARE",
@@ -203,6 +207,12 @@ def imbalance_of(model: Model) -> Imbalance | None:
         )
         gone = max(0, units[pe] - even) * run_rate
         spread = max(spread, math.ceil(prog.end - gone + tail))
+    # The PEs' ends moved one by one leave out what they wait on each other for (a
+    # reduction chain's receive, add and send): re-timed together with each PE's work
+    # moved, the launch ends no sooner than that.
+    retimed = _retimed_end(model, late, units, even, unit_line, run_rate)
+    if retimed is not None:
+        spread = max(spread, retimed)
     return Imbalance(
         late=late,
         others=others,
@@ -216,6 +226,66 @@ def imbalance_of(model: Model) -> Imbalance | None:
         spread_end=min(model.end, spread),
         held_ends={pe: held_ends[pe] for pe in late},
     )
+
+
+def _retimed_end(
+    model: Model,
+    late: tuple[int, ...],
+    units: dict[int, int],
+    even: int,
+    unit_line: int,
+    rate: float,
+) -> int | None:
+    """The launch's end re-timed, all PEs together, with the work split evenly: a late
+    PE runs without its steps of its last iterations over the even share (an iteration
+    ends at a step of the unit line), another PE takes ``rate`` cycles per unit it gains
+    on its first compute step from the line's last step on (its loop's last); what
+    follows (a receive, a send) re-times after them. None when the units are not a
+    line's iterations, a PE's steps of the line cannot be told apart by iteration, or
+    the dropped steps send a message."""
+    if unit_line < 0 or rate <= 0:
+        return None
+    locs = np.asarray(model.index.commands.loc, dtype=np.int64)
+    edits = {}
+    for pe, prog in model.programs.items():
+        delta = even - units[pe]
+        if pe not in late:
+            delta = max(0, delta)
+        if delta == 0:
+            continue
+        kinds = np.frombuffer(prog.kind, dtype=np.int8)
+        cmds = np.asarray(prog.cmd, dtype=np.int64)
+        valid = (cmds >= 0) & (cmds < len(locs)) & (kinds != WAIT)
+        on_line = valid.copy()
+        on_line[valid] = locs[cmds[valid]] == unit_line
+        if delta > 0:
+            # The loop's last compute: the first at or after the line's last step.
+            lines = np.flatnonzero(on_line)
+            work = np.flatnonzero(np.isin(kinds, (COMPUTE, OPAQUE)))
+            work = work[work >= lines[-1]] if len(lines) else work[:0]
+            if not len(work):
+                return None
+            cycles = np.asarray(prog.cycles, dtype=np.int64).copy()
+            cycles[work[0]] += round(delta * rate)
+            edits[pe] = (range(len(prog)), None, cycles)
+            continue
+        steps = np.flatnonzero(on_line)
+        per_unit, rest = divmod(len(steps), max(units[pe], 1))
+        if rest or not per_unit:
+            return None
+        # The dropped iterations: after the last step of the one that stays last, through
+        # the last step of the line; waits on commands they issued go with them.
+        first = int(steps[even * per_unit - 1]) + 1 if even else 0
+        last = int(steps[-1])
+        if np.any(kinds[first : last + 1] == SEND):
+            return None  # another PE waits on what it sends there
+        dropped = set(cmds[first : last + 1][kinds[first : last + 1] != WAIT].tolist())
+        keep = np.ones(len(prog), dtype=bool)
+        keep[first : last + 1] = False
+        keep &= ~((kinds == WAIT) & np.isin(cmds, list(dropped)))
+        edits[pe] = (np.flatnonzero(keep).tolist(), None, None)
+    lengths, _ = simulate_launch(model, edits, model.recorded)
+    return max(p.start + lengths[pe] for pe, p in model.programs.items())
 
 
 def _held(model: Model, pes: list[int], margin: int) -> tuple[dict[int, set[int]], dict[int, int]]:
