@@ -3,10 +3,10 @@ older version of it loaded from git, in the same process, as ratios.
 
 Blocks of BULK_BYTES are cut from a recorded million-event trace (the one
 replay_speed.py records) at record boundaries, found record by record, and between
-definitions, as the reader cuts them; the sampled ones are full-size. Each round times find_records and
-scan_records of the same block with both versions, alternating, best of ``--repeat``
-calls; the ratios (old / new, above 1 is faster) are given as min and median over
-rounds. The two versions' results are checked to be equal first.
+definitions, as the reader cuts them; the sampled ones are full-size. Each round times
+find_records and scan_records of the same block with both versions, alternating, best
+of ``--repeat`` calls; the ratios (old / new, above 1 is faster) are given as min and
+median over rounds. The two versions' results are checked to be equal first.
 
 With ``--stream``, every block of the trace is scanned once per round, in order,
 by one version and then the other, as the reader does (fresh memory each block

@@ -125,7 +125,8 @@ def test_fixture_records_runs_and_its_assertions_fail_with_the_findings(inner):
             run = kbdebug("hazard_launch.py:launch_raises")
             assert not run.complete and run.status == "error" and "boom" in run.error
             assert run.efficiency is None
-            with pytest.raises(AssertionError, match="did not complete: kernel error on PE 0: .*boom"):
+            said = "did not complete: kernel error on PE 0: .*boom"
+            with pytest.raises(AssertionError, match=said):
                 run.assert_efficiency(at_least=0.5)
 
         def test_a_bad_setting_fails_in_one_line(kbdebug):

@@ -66,8 +66,10 @@ class ValuesOutput:
             raise UserError(f"--values needs a trace file; {out.name} is a device or a pipe")
         self.path = values_path(out.target)
         if (
-            self.path.exists() or self.path.is_symlink()
-        ) and not args.force and not is_values_file(self.path):
+            (self.path.exists() or self.path.is_symlink())
+            and not args.force
+            and not is_values_file(self.path)
+        ):
             raise UserError(
                 f"{self.path} exists and is not a kbdebug values file; --force replaces it"
             )
