@@ -96,6 +96,9 @@ def _figures_agree(path: Path, tmp_path: Path, capsys) -> set[str]:
     diff = diff_runs(str(path), str(copy))
     per_pe = {c.name: (c.a, c.b) for c in diff.headline if c.name.startswith("efficiency PE")}
     assert per_pe == {f"efficiency PE{b.pe}": (b.efficiency, b.efficiency) for b in bounds}
+    # ... and, on several PEs, the launch's efficiency that report and the header lead with.
+    launch_rows = [(c.a, c.b) for c in diff.headline if c.name == "launch efficiency"]
+    assert launch_rows == ([(launch_eff, launch_eff)] if len(bounds) > 1 else [])
 
     # compare's headline and a sweep point's row: the launch's efficiency.
     cmp = Comparison(Replay.open(path, cache=False), Replay.open(copy, cache=False))

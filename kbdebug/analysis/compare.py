@@ -193,6 +193,8 @@ class Comparison:
                 warnings=kernel_warnings(self.a.index, self.b.index, sa, sb, self.lines),
                 a_hazards=a.hazards,
                 b_hazards=b.hazards,
+                a_launch=_launch_efficiency(a),
+                b_launch=_launch_efficiency(b),
             )
         return self._diff
 
@@ -236,3 +238,8 @@ def _future_of(index: Any, event: int) -> int:
         return fut
     cmd = int(c.cmd[event])
     return int(k.future[cmd]) if 0 <= cmd < len(k.future) else -1
+
+
+def _launch_efficiency(analysis: Analysis) -> float | None:
+    """The launch's efficiency of a run on several PEs (None on one PE: its PE row says it)."""
+    return analysis.launch_efficiency[1] if len(analysis.bounds) > 1 else None

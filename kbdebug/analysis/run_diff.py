@@ -190,13 +190,17 @@ def compare(
     warnings: Iterable[str] = (),
     a_hazards: Iterable[Hazard] = (),
     b_hazards: Iterable[Hazard] = (),
+    a_launch: float | None = None,
+    b_launch: float | None = None,
 ) -> RunDiff:
     """Compare run A (before) with run B (after).
 
     ``a_bounds``/``b_bounds`` (``Analysis.bounds``) give the efficiency per PE (none
     without them); ``lines`` aligns the stall lines across edits; ``a_incomplete``
     and ``b_incomplete`` say why a run did not complete (``analysis.incomplete``);
-    ``a_hazards``/``b_hazards`` (``Analysis.hazards``) are paired by :func:`pair_hazards`.
+    ``a_hazards``/``b_hazards`` (``Analysis.hazards``) are paired by :func:`pair_hazards`;
+    ``a_launch``/``b_launch``, the launch's efficiency of a run on several PEs (what
+    report and the app's header lead with), head the efficiency rows.
     """
     a_findings, b_findings = list(a_findings), list(b_findings)
     comparable = a_incomplete is None and b_incomplete is None
@@ -214,6 +218,8 @@ def compare(
             "count",
         ),
     ]
+    if a_launch is not None or b_launch is not None:
+        headline.append(Change("launch efficiency", a_launch, b_launch, "ratio", better(HIGHER)))
     a_eff = _efficiency(a_bounds)
     b_eff = _efficiency(b_bounds)
     for pe in sorted(a_eff.keys() | b_eff.keys()):
