@@ -36,7 +36,13 @@ from emulator.recorder import (
     emitter,
 )
 from emulator.trace import wire
-from emulator.trace.digests import ITEMSIZES, TensorDef, digest_of, row_major_strides
+from emulator.trace.digests import (
+    ITEMSIZES,
+    TensorDef,
+    digest_of,
+    digest_record,
+    row_major_strides,
+)
 from emulator.trace.schema import KIND_SINCE, Kind, SourceLoc
 
 #: Set to 0 to record no digests, no named tensors and no provenance: the trace is then
@@ -128,18 +134,29 @@ class Launch:
         #: ``recorder.emit``, None when nothing is recorded (emit sites then do no work).
         self.emit = emitter(recorder)
         add_digest = digest_adder(recorder) if digests else None
+        # A TraceWriter takes the digest's record itself (no Digest made at every wait).
+        add_record = getattr(recorder, "add_digest_record", None) if add_digest else None
         keep = values.keep if values is not None else None
         #: ``on_value(future, array)``: the tensor of a waited load or receive, or of a
         #: store or send at its issue, handed to the recorder as a digest and to the
         #: values store; None when neither wants it (no work at the emit sites).
         self.on_value: Callable[[int, np.ndarray], None] | None = None
-        if add_digest is not None or keep is not None:
+        if add_record is not None and keep is None:
+
+            def on_value(future: int, array: np.ndarray) -> None:
+                # A load's or receive's own array (C-ordered, owning its data):
+                # converted once for the digest and the tl.dot that follows.
+                if array.dtype == _F16 and array.base is None and array.flags.c_contiguous:
+                    add_record(digest_record(future, array, f32_kept(array)))
+                else:
+                    add_record(digest_record(future, array))
+
+            self.on_value = on_value
+        elif add_digest is not None or keep is not None:
 
             def on_value(future: int, array: np.ndarray) -> None:
                 if add_digest is not None:
                     f32 = None
-                    # A load's or receive's own array (C-ordered, owning its data):
-                    # converted once for the digest and the tl.dot that follows.
                     if array.dtype == _F16 and array.base is None and array.flags.c_contiguous:
                         f32 = f32_kept(array)
                     add_digest(digest_of(future, array, f32))

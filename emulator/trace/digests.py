@@ -82,6 +82,9 @@ class Digest(NamedTuple):
 _DOUBLE, _INT64 = struct.Struct("<d"), struct.Struct("<q")
 # Three doubles' bits as three int64s, in one pack and one unpack (a digest's three).
 _AS_DOUBLES, _AS_INT64S = struct.Struct("<3d").pack, struct.Struct("<3q").unpack
+_NAN_BITS = _INT64.unpack(_DOUBLE.pack(math.nan))[0]
+_CODE = wire.DEFINE_DIGEST
+_CRC32 = zlib.crc32
 
 
 def _float(bits: int) -> float:
@@ -111,37 +114,49 @@ def digest_problem(record: Any) -> str | None:
 def digest_of(future: int, array: np.ndarray, f32: np.ndarray | None = None) -> Digest:
     """The digest of ``array`` (any dtype the emulator has), for ``future``; ``f32``, if
     given, is the f32 values of an f16 ``array`` (computed once for a digest and a dot)."""
+    return Digest.from_record(digest_record(future, array, f32))
+
+
+def digest_record(future: int, array: np.ndarray, f32: np.ndarray | None = None) -> tuple:
+    """``digest_of(future, array, f32).record()``, made without the Digest: what a
+    TraceWriter writes at every wait, store and send."""
     # Taken at every wait, so the common case is a CRC and three reductions: no copy of
     # contiguous data (a reduction over all axes of a C-ordered array is one flat loop),
     # and no pass for NaNs or infinities, which only a non-finite min or max can hide
     # (NaN propagates through both).
     data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
-    crc = zlib.crc32(data)
+    crc = _CRC32(data)
     size = data.size
     if f32 is not None:
         values = f32
-    elif data.dtype == _F16:
-        values = _f16_to_f32().take(data.view(np.uint16).reshape(-1), mode="clip")
-    elif data.dtype.kind != "f":
-        if size == 0:
-            return Digest(future, math.nan, math.nan, math.nan, 0, 0, crc)
-        # sum() widens ints to 64 bits.
-        lo, hi = float(_MIN(data, None)), float(_MAX(data, None))
-        return Digest(future, lo, hi, float(data.sum()) / size, 0, 0, crc)
     else:
-        values = data
+        dtype = data.dtype
+        if dtype == _F16:
+            values = _f16_to_f32().take(data.view(np.uint16).reshape(-1), mode="clip")
+        elif dtype.kind != "f":
+            if size == 0:
+                return (_CODE, future, _NAN_BITS, _NAN_BITS, _NAN_BITS, 0, 0, crc)
+            # sum() widens ints to 64 bits.
+            lo, hi = float(_MIN(data, None)), float(_MAX(data, None))
+            bits = _AS_INT64S(_AS_DOUBLES(lo, hi, float(data.sum()) / size))
+            return (_CODE, future, *bits, 0, 0, crc)
+        else:
+            values = data
     if size == 0:
-        return Digest(future, math.nan, math.nan, math.nan, 0, 0, crc)
+        return (_CODE, future, _NAN_BITS, _NAN_BITS, _NAN_BITS, 0, 0, crc)
     # min and max never warn, even of NaNs (numpy 2); a sum that may overflow would, and a
     # digest must not warn (NaN and Inf are counted here, not faults of ours).
     lo, hi = float(_MIN(values, None)), float(_MAX(values, None))
-    if -math.inf < lo and hi < math.inf and max(hi, -lo) * size < _SAFE_SUM[values.dtype]:
+    safe = _SAFE_SUM[values.dtype]
+    if -safe < lo * size and hi * size < safe:
         # Pairwise summation in the values' own dtype (f32 for f16 and f32 data): exact
         # enough for a mean, half the time of summing in f64, and the same on every
         # machine (a BLAS dot would be faster, but its rounding depends on the BLAS).
-        return Digest(future, lo, hi, float(_SUM(values, None)) / size, 0, 0, crc)
+        # (Both bounds are false for a NaN or an infinity.)
+        bits = _AS_INT64S(_AS_DOUBLES(lo, hi, float(_SUM(values, None)) / size))
+        return (_CODE, future, *bits, 0, 0, crc)
     with np.errstate(invalid="ignore", over="ignore"):
-        return _digest_counting(future, values, crc)
+        return _digest_counting(future, values, crc).record()
 
 
 def _digest_counting(future: int, values: np.ndarray, crc: int) -> Digest:

@@ -286,11 +286,16 @@ class TraceWriter(CompoundWriting):
         dropped, as a writer of that version would: an older reader refuses a digest in a
         file of its own version. Raises ValueError if the writer is not open.
         """
+        self.add_digest_record(digest.record())
+
+    def add_digest_record(self, record: tuple[int, ...]) -> None:
+        """``add_digest`` of the digest whose record is ``record``
+        (``digests.digest_record``'s): the emulator's path, with no Digest made."""
         if not self._accepting:  # the writer is not between begin and end
             self._check_open("add_digest")
         if self._digests:
             pending = self._pending
-            pending.append(digest.record())
+            pending.append(record)
             self._not_events += 1
             if len(pending) >= self._batch:
                 self._pack_pending()
