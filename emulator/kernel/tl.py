@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from emulator.errors import (
 )
 from emulator.hardware.mesh import DIRECTIONS
 from emulator.hardware.pe import ProcessingElement
+from emulator.kernel.free_hint import not_freeable
 from emulator.kernel.futures import CompletionHandle, LoadFuture, RecvFuture, Waitable
 from emulator.kernel.scope import Scope
 from emulator.kernel.tensor import Buffer, TensorHandle
@@ -374,7 +376,8 @@ class TL(ComputeOps):
         loc = self._caller()
         buffer = x.buffer if isinstance(x, TensorHandle | LoadFuture | RecvFuture) else None
         if buffer is None:
-            raise self._error(EmulatorError, f"{type(x).__name__} has no scratch buffer", loc)
+            frame = sys._getframe(1)  # the line that called tl.free, to quote its argument
+            raise self._error(EmulatorError, not_freeable(x, frame, loc), loc)
         future = buffer.future
         if future is not None:
             raise self._error(

@@ -165,6 +165,44 @@ def scenario_functions(path: Path) -> list[str] | None:
     return launchers or [f.name for f in functions]
 
 
+def scenario_builders(path: Path) -> list[str] | None:
+    """Top-level public functions of ``path`` that visibly build a Scenario, in order:
+    annotated ``-> Scenario``, or with a ``return Scenario(...)`` of their own (not in a
+    nested function). Read and parsed, never run; None when it cannot be parsed."""
+    tree = parse(path)
+    if tree is None:
+        return None
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+        and not n.name.startswith("_")
+        and (_names_scenario(n.returns) or _returns_scenario(n))
+    ]
+
+
+def builder_hint(path: Path, shown: str) -> str:
+    """Which function of the launch file ``path`` (``shown`` as the user typed it) to
+    give instead: one that visibly returns a Scenario, else the public non-kernels."""
+    builders = scenario_builders(path)
+    if builders:
+        more = f" (or {listed(builders[1:])})" if len(builders) > 1 else ""
+        return f"e.g. {shown}:{builders[0]}{more}"
+    tree = parse(path)
+    others = (
+        []
+        if tree is None
+        else [
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and not _is_kernel(n)
+        ]
+    )
+    if others:
+        return f"none in {shown} visibly does (functions there not kernels: {listed(others)})"
+    return f"none in {shown} does: write one, as the README's first kernel does"
+
+
 def listed(names: list[str]) -> str:
     """``a, b, c`` (the first MAX_LISTED, then how many more)."""
     shown = ", ".join(names[:MAX_LISTED])
@@ -196,6 +234,30 @@ def run_hint(path: Path) -> str:
         )
     first = functions[0]
     return f"record it with: kbdebug run {path}:{first} (functions there: {listed(functions)})"
+
+
+def _names_scenario(node: ast.expr | None) -> bool:
+    """Whether ``node`` is ``Scenario``, ``scenarios.Scenario`` or the string "Scenario"."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.rpartition(".")[2] == "Scenario"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "Scenario"
+    return isinstance(node, ast.Name) and node.id == "Scenario"
+
+
+def _returns_scenario(function: ast.FunctionDef) -> bool:
+    """Whether ``function`` holds a ``return Scenario(...)`` outside nested functions."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:  # not recursive: a parsed file may nest deeper than Python recurses
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Return):
+            value = node.value
+            if isinstance(value, ast.Call) and _names_scenario(value.func):
+                return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _is_kernel(function: ast.FunctionDef) -> bool:
@@ -283,6 +345,7 @@ __all__ = [
     "MAX_LAUNCH_BYTES",
     "MAX_LISTED",
     "LaunchFileError",
+    "builder_hint",
     "compile_source",
     "decode",
     "listed",
@@ -291,6 +354,7 @@ __all__ = [
     "problem",
     "read",
     "run_hint",
+    "scenario_builders",
     "scenario_functions",
     "search_path",
     "syntax_error",

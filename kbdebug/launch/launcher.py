@@ -48,6 +48,8 @@ class Launcher:
     launch_file: Path | None = None
     #: sys.path while a launch file's builder and kernels run (its directory first).
     search_path: tuple[str, ...] | None = field(default=None, repr=False)
+    #: FILE.py:FUNCTION as the user gave it, for a launch file's builder.
+    spec: str | None = None
 
     def parameters(self) -> list[str]:
         """The builder's parameter names, sorted."""
@@ -112,6 +114,18 @@ class Launcher:
         ):
             yield
 
+    def _not_a_scenario(self, returned: Any) -> str:
+        """The one line for a builder that returned ``returned``, not a Scenario."""
+        what = "None" if returned is None else type(returned).__name__
+        line = f"{self.spec or self.name} returned {what}, not an emulator.scenarios.Scenario"
+        if self.launch_file is None or self.spec is None:
+            return line
+        given = self.spec.rpartition(":")[0]
+        return (
+            f"{line}: give the function that returns one, "
+            f"{launch_file.builder_hint(self.launch_file, given)}"
+        )
+
     def build(
         self,
         params: Mapping[str, Any],
@@ -144,7 +158,7 @@ class Launcher:
             details = "".join(traceback.format_exception(e))
             raise LaunchError(f"{self.name}: {describe(e, self.launch_file)}", details) from None
         if not isinstance(scenario, Scenario):
-            raise UserError(f"{self.name} returned {type(scenario).__name__}, expected a Scenario")
+            raise UserError(self._not_a_scenario(scenario))
         if self.launch_file is not None and scenario.launch_file is None:
             # Its trace's source paths are relative to FILE.py's root, whatever the working
             # directory (see Scenario.launch_file).
@@ -187,7 +201,12 @@ def load(spec: str) -> Launcher:
         functions = launch_file.scenario_functions(path)
         there = f" (functions there: {launch_file.listed(functions)})" if functions else ""
         raise UserError(f"{path} has no function {function!r}{there}")
-    return _launcher(builder, f"{path.stem}.{function}", path.resolve(), tuple(search_path))
+    if _first_parameter(builder) == "tl":
+        raise UserError(
+            f"{spec} looks like a kernel (its first parameter is tl): give the function that "
+            f"returns an emulator.scenarios.Scenario, {launch_file.builder_hint(path, path_text)}"
+        )
+    return _launcher(builder, f"{path.stem}.{function}", path.resolve(), tuple(search_path), spec)
 
 
 def is_trace(path: Path) -> bool:
@@ -206,6 +225,7 @@ def _launcher(
     name: str,
     path: Path | None = None,
     search_path: tuple[str, ...] | None = None,
+    spec: str | None = None,
 ) -> Launcher:
     try:
         signature = inspect.signature(builder)
@@ -215,7 +235,17 @@ def _launcher(
     parameters = [] if signature is None else list(signature.parameters.values())
     defaults = {p.name: p.default for p in parameters if p.kind in named and p.name != CONFIG}
     takes_config = any(p.name == CONFIG and p.kind in named for p in parameters)
-    return Launcher(builder, name, defaults, takes_config, path, search_path)
+    return Launcher(builder, name, defaults, takes_config, path, search_path, spec)
+
+
+def _first_parameter(function: Callable[..., Any]) -> str | None:
+    """The name of ``function``'s first positional parameter, None if it has none."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return parameters[0].name if parameters and parameters[0].kind in positional else None
 
 
 def _unknown_scenario(spec: str) -> str:
