@@ -232,7 +232,10 @@ def one_rule(items: list[tuple[_Diagnosis, _Group]], launch_gain) -> str:
 
 
 def out_of_order_groups(d) -> list[_Group]:
-    """KB104: waits on a newer future while an older one is pending."""
+    """KB104: waits on a newer load while an older future is pending (a receive's early
+    wait is KB109's: on a trace that says what each command reads its rule names the
+    message's first use, so it is left to it here)."""
+    kinds = d.prog.kind
     data = [
         c
         for k, c in zip(d.prog.kind, d.prog.cmd, strict=True)
@@ -255,12 +258,14 @@ def out_of_order_groups(d) -> list[_Group]:
                 pending_until = max(pending_until, w)
                 older.append(c)
                 continue
-            wait_loc = int(d.index.futures.wait_loc[d.index.commands.future[c]])
-            hits[wait_loc].append((c, behind))
+            # A receive's wait is KB109's (its rule moves every wait of the line to the
+            # message's first use); a group here would take some of them from it.
+            if not (d.prog.knows_reads and kinds[d.issue_step[c]] == RECV):
+                wait_loc = int(d.index.futures.wait_loc[d.index.commands.future[c]])
+                hits[wait_loc].append((c, behind))
         pending_until = max(pending_until, w)
         older.append(c)
     out = []
-    kinds = d.prog.kind
     for loc_id, items in hits.items():
         moves: dict[int, float] = {}
         involved: set[int] = set()
@@ -283,9 +288,11 @@ def out_of_order_groups(d) -> list[_Group]:
         repoint = dict(zip(positions, futures, strict=True))
         pending = items[0][1][0] if items[0][1] else items[0][0]
         group = [c for c, _ in items]
+        # Older traces: a receive waited ahead of an older load is still KB109's.
+        rule = "KB109" if kinds[d.issue_step[group[0]]] == RECV else "KB104"
         candidates = [
-            _Group("KB104", loc_id, group, moves, info={"pending": pending}),
-            _Group("KB104", loc_id, group, {}, repoint=repoint, info={"pending": pending}),
+            _Group(rule, loc_id, group, moves, info={"pending": pending}),
+            _Group(rule, loc_id, group, {}, repoint=repoint, info={"pending": pending}),
         ]
         out.append(max(candidates, key=lambda g: d.gain(g)))
     return out
