@@ -58,10 +58,10 @@ RULE_HELP = {
         "line named is the issue to move up.",
     ),
     "KB104": RuleHelp(
-        "A tl.wait placed well before the value's first use.",
-        "A tl.wait on a load or receive placed before work that does not need its value: "
-        "the kernel stalls where it could have worked. Move the wait down to the value's "
-        "first use. The line named is the wait.",
+        "A tl.wait on a load placed well before its data's first use.",
+        "A tl.wait on a load placed before work that does not need its data: the kernel "
+        "stalls where it could have worked (a receive's is KB109). Move the wait down to "
+        "the data's first use. The line named is the wait.",
     ),
     "KB106": RuleHelp(
         "The kernel runs well below its critical-path bound, unexplained by other rules.",
@@ -82,9 +82,9 @@ RULE_HELP = {
         "The line named is the wait.",
     ),
     "KB109": RuleHelp(
-        "A receive waited right after posting, before work that does not need it.",
-        "A receive is waited right after it is posted, with work after it that does not "
-        "need the message. Move the wait to the message's first use (receives waited side "
+        "A receive waited before work that does not need the message.",
+        "A receive is waited before work that does not need the message, whatever the "
+        "sender's speed. Move the wait to the message's first use (receives waited side "
         "by side are moved together). The line named is the wait.",
     ),
     "KB110": RuleHelp(
