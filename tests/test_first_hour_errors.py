@@ -4,6 +4,7 @@ scratch, `kbdebug run` given the kernel (or another function that is no launcher
 from __future__ import annotations
 
 import inspect
+import json
 import textwrap
 
 import pytest
@@ -130,3 +131,63 @@ def test_without_a_visible_launcher_the_non_kernels_are_listed(launch_dir, capsy
         "Scenario, none in hidden.py visibly does "
         "(functions there not kernels: helper, launch, built)"
     )
+
+
+LONG_CALL = textwrap.dedent(
+    """
+    import numpy as np
+    from emulator import Memory
+    from emulator.scenarios import Scenario
+
+    ROWS, COLS = 16, 64
+
+
+    def kernel(tl, source_tiles_ptr, out_ptr, n_tiles):
+        tile_bytes = ROWS * COLS * 4
+        for tile_index in range(n_tiles):
+            with tl.scope():
+                x = tl.load(source_tiles_ptr + tile_index * tile_bytes, (ROWS, COLS), "f32")
+                tl.store(out_ptr + tile_index * tile_bytes, tl.exp(x) * 2.0)
+
+
+    def launch(n_tiles=6):
+        mem = Memory(1 << 18)
+        x_ptr = mem.put(np.zeros((n_tiles, ROWS, COLS), np.float32), name="X")
+        out_ptr = mem.alloc(n_tiles * ROWS * COLS * 4)
+        return Scenario(kernel=kernel, args=(x_ptr, out_ptr, n_tiles), grid=(1,), memory=mem)
+    """
+)
+FULL_TEXT = "tl.load(source_tiles_ptr + tile_index * tile_bytes, (ROWS, COLS), 'f32')"
+
+
+@pytest.fixture(scope="module")
+def long_call_trace(tmp_path_factory):
+    """A trace whose one finding (KB101) is on a call longer than an id keeps whole."""
+    folder = tmp_path_factory.mktemp("long_call")
+    (folder / "longcall.py").write_text(LONG_CALL)
+    trace = folder / "l.kbt"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        assert main(["run", "longcall.py:launch", "-o", str(trace)]) == 0
+    return trace
+
+
+def gate(trace, selector: str) -> int:
+    return main(["report", str(trace), "--fail-on", selector])
+
+
+def test_a_long_call_id_is_cut_to_a_hash_and_selects_as_printed(long_call_trace, capsys):
+    assert main(["report", str(long_call_trace), "--json"]) == 0
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert finding["id"].startswith("KB101:longcall.py::kernel::tl.load(source_tiles_ptr+")
+    text = finding["id"].split("::")[2]
+    # The first 54 characters, ~, 8 hex digits of a hash of the whole text.
+    assert len(text.partition("#")[0]) == 63 and text[54] == "~", text
+    assert gate(long_call_trace, finding["id"]) == 1
+    assert gate(long_call_trace, finding["id"] + ":pe0") == 1
+
+
+def test_a_long_call_typed_in_full_selects_it_too(long_call_trace, capsys):
+    assert gate(long_call_trace, f"KB101:longcall.py::kernel::{FULL_TEXT}#0") == 1
+    other = FULL_TEXT.replace("f32", "f16")
+    assert gate(long_call_trace, f"KB101:longcall.py::kernel::{other}#0") == 0

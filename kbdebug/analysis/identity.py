@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from kbdebug.analysis.findings import Finding
 
-__all__ = ["MAX_TEXT", "call_identity", "finding_id", "line_id", "with_stable_ids"]
+__all__ = ["MAX_TEXT", "call_identity", "finding_id", "id_text", "line_id", "with_stable_ids"]
 
 #: Longest call text kept whole; a longer one is cut and given a hash of the whole.
 MAX_TEXT = 64
@@ -133,6 +133,12 @@ def _normalise(text: str) -> str:
         digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         text = f"{text[: MAX_TEXT - 10]}~{digest}"
     return text
+
+
+def id_text(text: str) -> str:
+    """A call's text as an id spells it (a selector typed in full matches the cut form);
+    an id's own text comes back unchanged."""
+    return _normalise(text)
 
 
 def _strip_comment(line: str) -> str:

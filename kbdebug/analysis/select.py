@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from emulator.trace.schema import Kind
+from kbdebug.analysis.identity import id_text
 
 if TYPE_CHECKING:
     from kbdebug.analysis.findings import Finding
@@ -58,6 +59,9 @@ _SHORT = re.compile(
     r"(?P<rule>[Kk][Bb]\d+)\s+(?P<where>[^\s:]+:\d+)(?:\s*(?:←|<-)\s*(?P<caller>[^\s:]+:\d+))?"
 )
 _OPEN, _CLOSE = "([{", ")]}"
+#: A call site of an id: ``::FUNCTION::TEXT#N``, TEXT ending at the ``#N`` before an
+#: ``@CALLER``, a ``:peN`` or the end.
+_SITE = re.compile(r"(?P<head>::[^:@]*::)(?P<text>.+?)(?P<tail>#\d+(?=@|:pe\d+$|$))")
 
 
 def _rules() -> dict[str, str]:
@@ -78,6 +82,8 @@ def _normal(selector: str) -> str:
         caller = f" ← {short['caller']}" if short["caller"] else ""
         return f"{short['rule'].upper()} {short['where']}{caller}"
     rule, sep, rest = selector.partition(":")
+    # A call text typed in full is cut as the id cuts it (identity.MAX_TEXT).
+    rest = _SITE.sub(lambda m: m["head"] + id_text(m["text"]) + m["tail"], rest)
     return (rule.upper() if _RULE.fullmatch(rule) else rule) + sep + rest
 
 
