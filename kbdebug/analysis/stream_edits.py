@@ -99,6 +99,24 @@ class StreamEdits:
                 keys[s] = key + i * 1e-6
         return keys
 
+    def _first_above(self, stream: list[int], moves: dict[int, float]) -> tuple[int, bool]:
+        """Where the re-timing issues the stream's first load (the kernel's start, or right
+        after a host read): the loc id of the step it goes above and whether that line
+        runs once (a line the loop repeats is the loop's top); NONE when it stays put."""
+        s = self.issue_step[stream[0]]
+        key = moves.get(s)
+        step = max(0, math.ceil(key)) if key is not None else s
+        if step >= s:
+            return NONE, False
+        if not hasattr(self, "_step_locs"):
+            events = np.asarray(self.prog.event, dtype=np.int64)
+            self._step_locs = np.asarray(self.index.columns.loc)[events].astype(np.int64)
+        loc = int(self._step_locs[step])
+        # Steps of its kind (a blocking load is a load and a wait at one line).
+        kinds = np.frombuffer(self.prog.kind, dtype=np.int8)
+        same = (self._step_locs == loc) & (kinds == kinds[step])
+        return loc, int(np.count_nonzero(same)) == 1
+
     def _movable_work(self, stream: list[int], i: int) -> int:
         """Chain work the ``i``-th issue of ``stream`` could move above: back to the
         previous load's wait (the first: to the start), never above a host read."""
@@ -188,6 +206,7 @@ class StreamEdits:
                 depth = min(ahead, len(stream))
                 moves = self._ahead_moves(stream, depth, rule != "KB107")
                 info = {**info, "ahead": depth, "tiles": len(stream)}
+                info["first_above"], info["first_above_once"] = self._first_above(stream, moves)
                 groups.append(_Group(rule, loc_id, waited, moves, info=info))
             trials.append((self.gain(*groups), groups))
         # The shallowest depth that gains (almost) the most: each tile ahead holds scratch.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.finding import IMMEDIATE_MAX_WORK
+from kbdebug.replay.index import NONE
 
 if TYPE_CHECKING:
     from kbdebug.analysis.findings import _Diagnosis as Diagnosis
@@ -30,6 +31,12 @@ def ahead_where(ahead: int, first: str) -> str:
     if ahead == 1:
         return "right after the previous tile's tl.wait"
     return f"right after the tl.wait of the tile {ahead} before it, the first {ahead} {first}"
+
+
+def first_one(ahead: int, above: int, first: str) -> str:
+    """At one tile ahead, where the first load goes when the re-timing moves it (above
+    ``above``): the previous tile's wait places every load but that one."""
+    return f", and the first tile {first}" if ahead == 1 and above != NONE else ""
 
 
 def where(loc: SourceLoc | None) -> str:
@@ -73,6 +80,44 @@ def wait_where(d: Diagnosis, cmds: Iterable[int]) -> str:
     return where(index.loc(max(set(locs), key=locs.count))) if locs else "its tl.wait"
 
 
+def _stream_waits(d: Diagnosis, g: Group) -> dict[int, list[tuple[int, int, list[int], int]]]:
+    """The group's waits by the load line that names their stream (the line issuing
+    most of the loads one line waits on): per such line, each of its wait lines with
+    the stall there and the other lines that issued loads waited there (a prologue's)."""
+    index = d.index
+    fut_of, wait_loc = index.commands.future, index.futures.wait_loc
+    by_wait: dict[int, list[int]] = {}
+    for c in g.cmds:
+        f = int(fut_of[c]) if 0 <= c < len(fut_of) else NONE
+        by_wait.setdefault(int(wait_loc[f]) if 0 <= f < len(wait_loc) else NONE, []).append(c)
+    out: dict[int, list[tuple[int, int, list[int], int]]] = {}
+    for waited_at, cmds in sorted(by_wait.items(), key=lambda x: min(x[1])):
+        issuers = [int(d.loc[c]) for c in cmds]
+        owner = max(dict.fromkeys(issuers), key=issuers.count)
+        stall = sum(d.stall.get(c, 0) for c in cmds)
+        others = [x for x in dict.fromkeys(issuers) if x != owner]
+        out.setdefault(owner, []).append(
+            (waited_at, stall, others, len(issuers) - issuers.count(owner))
+        )
+    return out
+
+
+def _stalled_at(d: Diagnosis, waits: list[tuple[int, int, list[int], int]], verb: str) -> str:
+    """``waits at a.py:21 still stalled 5,472 cycles (the wait of the load at a.py:16
+    among them)``: each wait line with its own stall, loads of other lines it waits named."""
+    parts, among = [], []
+    for i, (waited_at, stall, others, n_others) in enumerate(waits):
+        parts.append(
+            f"{where(d.index.loc(waited_at))} {verb + ' ' if i == 0 else ''}{stall:,} cycles"
+        )
+        if others:
+            lines = ", ".join(where(d.index.loc(x)) for x in others)
+            those = "the wait of the load" if n_others == 1 else "the waits of the loads"
+            among.append(f"{those} at {lines}")
+    text = "waits at " + ", at ".join(parts)
+    return text + (f" ({' and '.join(among)} among them)" if among else "")
+
+
 def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[str, str]:
     """The message and the suggestion of a group's finding."""
     at, n, info = where(loc), line_count(d, g), g.info or {}
@@ -88,6 +133,20 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
         return message, suggestion
     if g.rule in ("KB101", "KB102", "KB107"):
         ahead = info["ahead"]
+        # Figures of the named line's own waits; the lines fixed with it say theirs.
+        streams = _stream_waits(d, g)
+        own = streams.get(g.loc_id) or [w for ws in streams.values() for w in ws]
+        stall = sum(w[1] for w in own) if g.also else stall
+        # Where the re-timing issues the first loads: above a line that runs once, or
+        # above the first iteration of the loop (a line it repeats).
+        above = info.get("first_above", NONE)
+        first = (
+            f"before {where(d.index.loc(above))}"
+            if above != NONE and info.get("first_above_once")
+            else "before the loop"
+            if above != NONE or g.rule == "KB102"
+            else "as early as the loop allows"
+        )
         tiles = "one tile" if ahead == 1 else f"{ahead} tiles"
         # As deep as the stream has tiles: every load issued before the first wait.
         up_front = ahead > 1 and ahead >= info.get("tiles", ahead + 1)
@@ -99,11 +158,11 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"work and the other loads before its data is used"
             )
             suggestion = (
-                f"issue all {ahead} with tl.load_async up front, as early as the loop "
-                f"allows, and tl.wait each just before use ({pipeline_hint(ahead)})"
+                f"issue all {ahead} with tl.load_async up front, {first}, and tl.wait each "
+                f"just before use ({pipeline_hint(ahead)})"
                 if up_front
                 else f"issue it with tl.load_async {tiles} ahead ("
-                f"{ahead_where(ahead, 'as early as the loop allows')}) and tl.wait just "
+                f"{ahead_where(ahead, first)}{first_one(ahead, above, first)}) and tl.wait just "
                 f"before use ({pipeline_hint(ahead)})"
             )
         elif g.rule == "KB102":
@@ -112,16 +171,18 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 if info["between"] < IMMEDIATE_MAX_WORK * (transfer + lat)
                 else f"after only {info['between']:,} cycles of work"
             )
+            own_cmds = [c for c in g.cmds if int(d.loc[c]) == g.loc_id] or g.cmds
             message = (
-                f"tl.load_async at {at} was waited at {wait_where(d, g.cmds)} {gap} "
+                f"tl.load_async at {at} was waited at {wait_where(d, own_cmds)} {gap} "
                 f"{times(n)}, though it could have been issued above {info['movable']:,} "
                 f"cycles of earlier work; the waits stalled {stall:,} cycles"
             )
             suggestion = (
-                f"issue all {ahead} up front, before the loop, so the work of the tiles "
+                f"issue all {ahead} up front, {first}, so the work of the tiles "
                 f"runs while they are in flight ({pipeline_hint(ahead)})"
                 if up_front
-                else f"issue it {tiles} ahead, {ahead_where(ahead, 'before the loop')}, so the "
+                else f"issue it {tiles} ahead, {ahead_where(ahead, first)}"
+                f"{first_one(ahead, above, first)}, so the "
                 f"work of the tiles between runs while it is in flight ({pipeline_hint(ahead)})"
             )
         else:
@@ -138,10 +199,11 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 if waited_at_once
                 else "is prefetched, but"
             )
-            waits = "the waits" if waited_at_once else f"its waits at {wait_where(d, g.cmds)}"
+            waits = _stalled_at(d, own, "still stalled")
             message = (
                 f"tl.load_async at {at} {issued} {per_iteration} its transfer + "
-                f"latency ({transfer + lat:,} cycles); {waits} still stalled {stall:,} cycles"
+                f"latency ({transfer + lat:,} cycles); {'the' if waited_at_once else 'its'} "
+                f"{waits}"
             )
             how = "prefetch" if waited_at_once else "prefetch deeper"
             depth = (
@@ -157,6 +219,10 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
         if g.also:
             others = ", ".join(where(d.index.loc(i)) for i in g.also)
             message += f"; the loads at {others} are issued with it and are as late"
+            theirs = [_stalled_at(d, streams[i], "stalled") for i in g.also if i in streams]
+            if theirs:
+                every = "both" if len(g.also) == 1 else f"all {len(g.also) + 1}"
+                message += f": their {'; '.join(theirs)}; the saving is of {every} fixed together"
             suggestion += f" (with the loads at {others}: fixing one alone gains little)"
         return message, suggestion
     if g.rule == "KB103":
