@@ -119,6 +119,17 @@ def test_run_of_a_function_returning_none_names_the_launchers(launch_dir, capsys
     )
 
 
+def test_a_builder_that_returned_none_is_not_offered_as_its_own_fix(launch_dir, capsys):
+    maybe = "def maybe(flag=False) -> Scenario:\n    return launch() if flag else None\n"
+    (launch_dir / "maybe.py").write_text(
+        LAUNCH_FILE.replace("def built() -> Scenario:", "def built():").replace(
+            "    return launch()\n", "    return launch()\n\n" + maybe
+        )
+    )
+    assert main(["run", "maybe.py:maybe"]) == 2
+    assert one_line(capsys).endswith("give the function that returns one, e.g. maybe.py:launch")
+
+
 def test_without_a_visible_launcher_the_non_kernels_are_listed(launch_dir, capsys):
     text = LAUNCH_FILE.replace("return Scenario(", "scenario = Scenario(").replace(
         "def built() -> Scenario:", "def built():"
@@ -128,8 +139,8 @@ def test_without_a_visible_launcher_the_non_kernels_are_listed(launch_dir, capsy
     )
     assert main(["run", "hidden.py:gemm_kernel"]) == 2
     assert one_line(capsys).endswith(
-        "Scenario, none in hidden.py visibly does "
-        "(functions there not kernels: helper, launch, built)"
+        "Scenario, no function in hidden.py visibly does; "
+        "functions there not kernels: helper, launch, built"
     )
 
 

@@ -181,10 +181,11 @@ def scenario_builders(path: Path) -> list[str] | None:
     ]
 
 
-def builder_hint(path: Path, shown: str) -> str:
+def builder_hint(path: Path, shown: str, given: str = "") -> str:
     """Which function of the launch file ``path`` (``shown`` as the user typed it) to
-    give instead: one that visibly returns a Scenario, else the public non-kernels."""
-    builders = scenario_builders(path)
+    give instead of ``given``: one that visibly returns a Scenario, else the public
+    non-kernels."""
+    builders = [name for name in scenario_builders(path) or [] if name != given]
     if builders:
         more = f" (or {listed(builders[1:])})" if len(builders) > 1 else ""
         return f"e.g. {shown}:{builders[0]}{more}"
@@ -195,12 +196,16 @@ def builder_hint(path: Path, shown: str) -> str:
         else [
             n.name
             for n in tree.body
-            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_") and not _is_kernel(n)
+            if isinstance(n, ast.FunctionDef)
+            and not n.name.startswith("_")
+            and not _is_kernel(n)
+            and n.name != given
         ]
     )
+    none = f"no {'other ' if given else ''}function in {shown} visibly does"
     if others:
-        return f"none in {shown} visibly does (functions there not kernels: {listed(others)})"
-    return f"none in {shown} does: write one, as the README's first kernel does"
+        return f"{none}; functions there not kernels: {listed(others)}"
+    return f"{none}: write one, as the README's first kernel does"
 
 
 def listed(names: list[str]) -> str:

@@ -120,10 +120,10 @@ class Launcher:
         line = f"{self.spec or self.name} returned {what}, not an emulator.scenarios.Scenario"
         if self.launch_file is None or self.spec is None:
             return line
-        given = self.spec.rpartition(":")[0]
+        shown, _, function = self.spec.rpartition(":")
         return (
             f"{line}: give the function that returns one, "
-            f"{launch_file.builder_hint(self.launch_file, given)}"
+            f"{launch_file.builder_hint(self.launch_file, shown, function)}"
         )
 
     def build(
