@@ -19,8 +19,7 @@ def pipeline_hint(ahead: int) -> str:
     """Where a user finds a pipeline ``ahead`` tiles deep: a module installed with kbdebug
     (a file path of kbdebug's own tree is not in the user's)."""
     return (
-        f"as a pipeline of depth {ahead} does: TilePipeline(tl, streams, n_tiles, "
-        f"depth={ahead}) from emulator.kernels.pipeline, installed with kbdebug, is one"
+        f"TilePipeline(tl, streams, n_tiles, depth={ahead}) from emulator.kernels.pipeline does it"
     )
 
 
