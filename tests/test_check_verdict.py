@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from app_settle import settled
 
 from emulator.trace.reader import read_trace, read_trace_tables
 from emulator.trace.writer import TraceWriter, check_record
@@ -188,8 +189,7 @@ def test_a_wrong_output_in_b_is_a_regression_whatever_the_speed(runs, capsys):
 async def test_the_compare_header_says_which_run_s_output_was_wrong(runs):
     app = CompareApp(Replay.open(runs["bad"]), Replay.open(runs["good"]))
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await settled(pilot)
         header = app.query_one(CompareHeader).render().plain
         assert "A: output check failed (first wrong block O[16:32, :])" in header
         assert "B: output check passed" in header

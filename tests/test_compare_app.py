@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from app_settle import settled
 from rich.style import Style
 from test_compare import KERNELS, edited_runs, line_of  # noqa: F401 - a shared fixture
 from textual.worker import WorkerCancelled
@@ -49,8 +50,7 @@ def stalled_at(replay: Replay, file: str, line: int, pe: int = 0) -> int:
 
 
 async def ready(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
 
 
 async def press_until(pilot, key: str, done, limit: int = 200) -> None:

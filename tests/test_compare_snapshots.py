@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app_settle import settled
+
 from kbdebug.replay import Replay
 from kbdebug.ui.compare.app import CompareApp
 
@@ -18,15 +20,13 @@ def fixed_prefetch() -> CompareApp:
 
 
 async def _stop_at_second_stalled_wait(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
     await pilot.press("w", "c", "c")
     await pilot.pause()
 
 
 async def _flip_to_b_at_a_linked_call(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
     # s steps into helpers (as n did before it stepped over them); the first enters the kernel.
     await pilot.press("x", *["s"] * 7)
     await pilot.pause()

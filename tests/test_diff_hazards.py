@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from app_settle import settled
 from kernels_hazards import line_of, raw_bug, raw_fenced, raw_lucky, record
 
 from kbdebug.cli import main
@@ -96,8 +97,7 @@ async def test_the_compare_findings_pane_lists_the_fixed_hazard_first_and_enter_
 ):
     app = CompareApp(Replay.open(runs["bug"]), Replay.open(runs["fenced"]))
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await settled(pilot)
         view = app.query_one(FindingGroupsView)
         titles = [r.text for r in view._rows if r.finding is None]
         assert titles[:3] == [

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from app_settle import settled
 
 from kbdebug.analysis.perturbation import FIGURES_NOTE, Perturbation, perturbation_of
 from kbdebug.cli import main
@@ -105,8 +106,7 @@ async def test_the_app_header_marks_a_perturbed_trace_with_its_seed(traces, widt
     for name, marked in (("perturbed", True), ("nominal", False)):
         app = KbdebugApp(replay=Replay.open(traces[name]))
         async with app.run_test(size=(width, 30)) as pilot:
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+            await settled(pilot)
             text = app.query_one(StatusHeader).render().plain
             first = text.splitlines()[0]
             assert ("perturbed seed 33" in first or "perturbed 33" in first) == marked, first

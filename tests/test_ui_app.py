@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from app_settle import settled
 from test_ui_traces import fresh, trace
 from textual.command import CommandList, CommandPalette
 
@@ -40,10 +41,7 @@ def current_event(app: KbdebugApp) -> int:
 
 async def opened(app: KbdebugApp, pilot) -> None:
     """Wait until the trace is open and the findings are in."""
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
 
 
 def stalled_waits(replay) -> list[int]:

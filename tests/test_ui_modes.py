@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from app_settle import settled
 from rich.text import Text
 from textual.command import CommandList, CommandPalette
 
@@ -32,8 +33,7 @@ MODES = {"single": (single, ""), "compare": (compare, "A: ")}
 
 
 async def ready(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
 
 
 async def palette_options(pilot, query: str, first: str) -> list[str]:

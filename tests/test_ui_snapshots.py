@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from app_settle import settled
 from test_ui_traces import fresh
 
 from kbdebug.ui import KbdebugApp
 
 
 async def _stop_at_second_stalled_wait(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
     await pilot.press("w", "c", "c")
     await pilot.pause()
 
@@ -30,8 +30,7 @@ def test_main_screen_of_four_pes_160x48(snap_compare):
 
 
 async def _mesh_by_end(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
     await pilot.press("6", "o")
     await pilot.pause()
 
@@ -47,8 +46,7 @@ def test_mesh_pane_of_a_4x4_mesh_by_end_160x48(snap_compare):
 
 
 async def _mesh_grid(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
     await pilot.press("6", "v", "right", "down")
     await pilot.pause()
 

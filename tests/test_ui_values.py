@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from app_settle import settled
 
 from emulator.scenarios import decode_prefetch
 from kbdebug.cli import main
@@ -37,10 +38,7 @@ def table_lines(app) -> list[str]:
 
 
 async def opened(app, pilot) -> None:
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    await settled(pilot)
 
 
 async def test_p_prints_the_selected_futures_slice_digest_and_first_rows(recorded):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from app_settle import settled
 
 from kbdebug.launch.check_report import wrong_block_report
 from kbdebug.replay import Replay
@@ -42,8 +43,7 @@ async def test_the_app_opens_at_the_wrong_store_and_says_why(wrong, background):
     else:
         app = KbdebugApp(replay=Replay.open(path, cache=False), open_at=(position, why))
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settled(pilot)
         assert app.replay.position == position
         assert app.status == STOPPED
         assert app.focused_pe == 0

@@ -90,6 +90,9 @@ class DebuggerApp(SteppingActions, ChainActions, BreakpointActions, ValueActions
         self._opening = opening
         #: Why a trace could not be opened (the app then exits with status 2).
         self.load_error: str | None = None
+        #: How many times the findings have been computed and shown (a reload counts
+        #: again): what a test waits for before it reads the panes.
+        self.analyses_shown = 0
         self._key_actions = key_actions(self.KEYS)
         self._needs_trace = needs_trace(self.KEYS)
 
@@ -217,6 +220,7 @@ class DebuggerApp(SteppingActions, ChainActions, BreakpointActions, ValueActions
             return  # computed for a trace since reloaded
         self._show_analysis(message.result, message.error)
         self._hand_findings()
+        self.analyses_shown += 1
 
     # --- what applies now ------------------------------------------------------------------
 
