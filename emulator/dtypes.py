@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from emulator.errors import DtypeError
@@ -52,12 +50,11 @@ _F32 = np.dtype(np.float32)
 
 # The f32 values of f16 tiles converted for their digest at their wait (see f32_kept), by
 # id of the array owning the tile's values: tl.dot converts the same tiles next and takes
-# them from here. Entries hold a weak reference to their array (an id is reused once its
-# array is gone: the reference then no longer gives it) and are few (a tile is multiplied
-# soon after its wait; the least recently used goes first); one is dropped when kernel
-# code gets hold of the array itself (a host read, which could write to it: see
-# forget_f32).
-_KEPT: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+# them from here. Entries hold their array (so its id is not reused while it is kept) and
+# are few (a tile is multiplied soon after its wait; the least recently used goes first);
+# one is dropped when kernel code gets hold of the array itself (a host read, which could
+# write to it: see forget_f32).
+_KEPT: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 KEPT_CONVERSIONS = 4
 
 
@@ -69,7 +66,7 @@ def f32_kept(array: np.ndarray) -> np.ndarray:
     values = flat.reshape(array.shape)
     if len(_KEPT) >= KEPT_CONVERSIONS:
         del _KEPT[next(iter(_KEPT))]
-    _KEPT[id(array)] = (weakref.ref(array), values)
+    _KEPT[id(array)] = (array, values)
     return values
 
 
@@ -78,7 +75,7 @@ def forget_f32(array: np.ndarray) -> None:
     if _KEPT:
         owner = array if array.base is None else array.base
         kept = _KEPT.get(id(owner))
-        if kept is not None and kept[0]() is owner:
+        if kept is not None and kept[0] is owner:
             del _KEPT[id(owner)]
 
 
@@ -89,7 +86,7 @@ def as_f32(array: np.ndarray) -> np.ndarray:
     if _KEPT:
         owner = array if array.base is None else array.base
         kept = _KEPT.get(id(owner))
-        if kept is not None and kept[0]() is owner:
+        if kept is not None and kept[0] is owner:
             # Used again, so dropped last: a tile every step multiplies (a decode's q, a
             # GEMM's B) stays converted while the streamed tiles come and go.
             _KEPT[id(owner)] = _KEPT.pop(id(owner))

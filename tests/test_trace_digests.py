@@ -284,3 +284,35 @@ def test_a_tile_multiplied_every_step_stays_converted_while_streamed_tiles_pass(
         f32_kept(streamed[-1])  # the step's K tile, converted at its wait
         assert as_f32(q) is q_values, step  # tl.dot(q, ...): no conversion again
     assert as_f32(streamed[0]) is not as_f32(streamed[0])  # long gone: converted anew
+
+
+def test_a_tile_written_after_a_host_read_is_multiplied_as_written(tmp_path):
+    """The f32 conversion kept from a tile's wait (for its digest) is dropped once kernel
+    code holds the array: a write through ``.data`` reaches the next tl.dot."""
+    from emulator import run_kernel
+    from emulator.memory import Memory
+
+    got = {}
+
+    def kernel(tl, ptr):
+        x = tl.wait(tl.load_async(ptr, (8, 8), "f16"))
+        x.data[:] = 2  # a host read, then a write into the tile's own array
+        got["dot"] = tl.dot(x, tl.trans(x)).data
+
+    memory = Memory(1 << 16)
+    ptr = memory.put(np.ones((8, 8), np.float16))
+    run_kernel(kernel, (ptr,), (1,), memory, trace=tmp_path / "t.kbt")
+    assert (got["dot"] == 32).all()  # 8 products of 2 * 2, not of 1 * 1
+
+
+@pytest.mark.parametrize("poison", [None, np.nan, np.inf, -np.inf, 60000.0])
+def test_the_f16_fast_path_writes_the_general_paths_record(poison):
+    from emulator.trace.digests import digest_record, f16_digest_record
+
+    tile = np.random.default_rng(2).standard_normal((64, 128)).astype(np.float16)
+    if poison is not None:
+        tile[5, 7] = poison
+    f32 = tile.astype(np.float32)
+    assert f16_digest_record(7, tile, f32) == digest_record(7, tile)
+    empty = np.zeros((0, 128), np.float16)
+    assert f16_digest_record(8, empty, empty.astype(np.float32)) == digest_record(8, empty)

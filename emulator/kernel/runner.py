@@ -41,6 +41,7 @@ from emulator.trace.digests import (
     TensorDef,
     digest_of,
     digest_record,
+    f16_digest_record,
     row_major_strides,
 )
 from emulator.trace.schema import KIND_SINCE, Kind, SourceLoc
@@ -147,7 +148,7 @@ class Launch:
                 # A load's or receive's own array (C-ordered, owning its data):
                 # converted once for the digest and the tl.dot that follows.
                 if array.dtype == _F16 and array.base is None and array.flags.c_contiguous:
-                    add_record(digest_record(future, array, f32_kept(array)))
+                    add_record(f16_digest_record(future, array, f32_kept(array)))
                 else:
                     add_record(digest_record(future, array))
 
