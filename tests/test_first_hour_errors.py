@@ -62,7 +62,7 @@ def test_free_of_a_store_handle_or_a_number_says_what_it_is():
     message = free_error(store)
     assert "tl.free(tl.store(0, tl.zeros((4,), 'f32'))): " in message
     assert "is the handle of a tl.store or tl.send" in message
-    assert "tl.free(3): 3 is a int, not a tile" in free_error(number)
+    assert "tl.free(3): 3 is an int, not a tile" in free_error(number)
 
 
 LAUNCH_FILE = textwrap.dedent(

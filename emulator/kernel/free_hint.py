@@ -40,9 +40,16 @@ def not_freeable(x: Any, frame: FrameType | None, loc: SourceLoc) -> str:
         return f"tl.free({name}): {name} is {what}, which owns no scratch buffer; {FREEABLE}"
     if isinstance(x, CompletionHandle):
         what = "the handle of a tl.store or tl.send, which owns no scratch buffer"
+    elif x is None:
+        what = "None, not a tile"
     else:
-        what = f"a {type(x).__name__}, not a tile"
+        what = f"{_with_article(type(x).__name__)}, not a tile"
     return f"tl.free({name}): {name} is {what}; {FREEABLE}"
+
+
+def _with_article(noun: str) -> str:
+    """``noun`` after 'a' or 'an' by its first letter: an int, a float, an ndarray."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' or noun == 'ndarray' else 'a'} {noun}"
 
 
 def _argument_text(frame: FrameType | None) -> str | None:
