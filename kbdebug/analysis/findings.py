@@ -342,7 +342,10 @@ class _Diagnosis(StreamEdits):
         from kbdebug.analysis.line_edits import waits_together
 
         found: list[tuple[_Group, int]] = []
+        # Waits a reported group fixes: a group below the floor is never reported, so it
+        # holds none (a later rule's group may still report them).
         taken: set[int] = set()
+        floor = self.floor()
 
         def add(groups: list[_Group]) -> None:
             for g in groups:
@@ -352,7 +355,8 @@ class _Diagnosis(StreamEdits):
                 gain = self.gain(g)
                 if gain > 0:
                     found.append((g, gain))
-                    taken.update(g.cmds)
+                    if gain >= floor:
+                        taken.update(g.cmds)
 
         # A wait placed before work that does not need its value, and a load issued late:
         # where both fixes touch the same waits, the one that gains more is the finding.
@@ -389,7 +393,8 @@ class _Diagnosis(StreamEdits):
             if gain <= 0 or any(c in taken for c in g.cmds) or on_unsafe_line(self, g.cmds):
                 continue
             found.append((g, gain))
-            taken.update(g.cmds)
+            if gain >= floor:
+                taken.update(g.cmds)
         add(wait_edits.store_wait_groups(self))
         if self.prog.knows_reads:
             # Receives waited side by side before work none of them feeds move together.
