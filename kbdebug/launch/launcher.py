@@ -51,6 +51,12 @@ class Launcher:
     #: FILE.py:FUNCTION as the user gave it, for a launch file's builder.
     spec: str | None = None
 
+    @property
+    def given_name(self) -> str:
+        """The launcher as messages name it: FILE.py:FUNCTION as the user gave it (never
+        the trace name's FILE.FUNCTION), or the scenario's name."""
+        return self.spec or self.name
+
     def parameters(self) -> list[str]:
         """The builder's parameter names, sorted."""
         return sorted(self.defaults)
@@ -65,7 +71,7 @@ class Launcher:
         close = difflib.get_close_matches(key, [*self.defaults, *HARDWARE_FIELDS], n=1)
         guess = f"; did you mean {close[0]}?" if close else ""
         raise UserError(
-            f"{option} {shown(key)}: not a parameter of {self.name} "
+            f"{option} {shown(key)}: not a parameter of {self.given_name} "
             f"({', '.join(self.parameters()) or 'none'}) nor a hardware field "
             f"({', '.join(HARDWARE_FIELDS)}){guess}"
         )
@@ -85,7 +91,7 @@ class Launcher:
         if type(value) is kind:
             return value
         raise UserError(
-            f"{option} {key}={shown(value)}: {self.name}'s {key} takes {TYPE_NAMES[kind]} "
+            f"{option} {key}={shown(value)}: {self.given_name}'s {key} takes {TYPE_NAMES[kind]} "
             f"(default {default!r}), got {brief(value)}"
         )
 
@@ -117,7 +123,7 @@ class Launcher:
     def _not_a_scenario(self, returned: Any) -> str:
         """The one line for a builder that returned ``returned``, not a Scenario."""
         what = "None" if returned is None else type(returned).__name__
-        line = f"{self.spec or self.name} returned {what}, not an emulator.scenarios.Scenario"
+        line = f"{self.given_name} returned {what}, not an emulator.scenarios.Scenario"
         if self.launch_file is None or self.spec is None:
             return line
         shown, _, function = self.spec.rpartition(":")
@@ -156,7 +162,8 @@ class Launcher:
                 scenario = self.builder(**arguments)
         except Exception as e:  # noqa: BLE001 - the user's code: one line, where and why
             details = "".join(traceback.format_exception(e))
-            raise LaunchError(f"{self.name}: {describe(e, self.launch_file)}", details) from None
+            message = f"{self.given_name}: {describe(e, self.launch_file)}"
+            raise LaunchError(message, details) from None
         if not isinstance(scenario, Scenario):
             raise UserError(self._not_a_scenario(scenario))
         if self.launch_file is not None and scenario.launch_file is None:
@@ -170,12 +177,12 @@ class Launcher:
             try:
                 scenario.config = config.replace(**{**mesh, **hw})
             except ConfigError as e:
-                raise UserError(f"{self.name}: {e}") from None
+                raise UserError(f"{self.given_name}: {e}") from None
         for key, value in hw.items():
             own = getattr(scenario.config, key)
             if own != value:
                 raise UserError(
-                    f"{option_of(key)} {key}={shown(value)}: {self.name} sets {key} to "
+                    f"{option_of(key)} {key}={shown(value)}: {self.given_name} sets {key} to "
                     f"{shown(own)} itself; use its own parameters "
                     f"({', '.join(self.parameters()) or 'none'})"
                 )
