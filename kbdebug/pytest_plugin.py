@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,7 +103,8 @@ class KbdebugRun:
     def assert_no_findings(self, min_saving: float | str = 0.0, select: str = "any") -> None:
         """Fail unless the run completed with no hazard and no finding picked by ``select``
         (``any``, rule codes, ids, as ``--fail-on`` takes them) whose estimated saving
-        reaches ``min_saving`` of its PE's time (``0.05`` or ``"5%"``)."""
+        reaches ``min_saving`` of its PE's time (``0.05`` or ``"5%"``). An id that picks
+        nothing passes with a warning, as ``--fail-on`` says it on stderr."""
         __tracebackhide__ = True
         from kbdebug.analysis.gate import Gate, percent
         from kbdebug.analysis.select import parse_selectors
@@ -110,8 +112,15 @@ class KbdebugRun:
         self._assert_complete()
         share = _share(min_saving)
         gate = Gate.check(
-            parse_selectors([select]), share, self.findings, self.analysis.bounds, None
+            parse_selectors([select]),
+            share,
+            self.findings,
+            self.analysis.bounds,
+            None,
+            self.hazards,
         )
+        for line in gate.unmatched_lines(self.trace, "select"):  # passes, but may be a typo
+            warnings.warn(f"kbdebug: {line}", stacklevel=2)
         failing = [*self.hazards, *(f for f, _ in gate.matched)]
         if failing:
             hazards, n = len(self.hazards), len(failing) - len(self.hazards)

@@ -5,7 +5,9 @@ its estimated saving reaches ``min_saving`` of its PE's kernel time (of the laun
 a mesh, where a finding's saving is the launch's); a hazard (KB2xx) fails it whenever a
 selector picks it (``any``, ``hazard``, its rule or id): it has no saving, its result is
 wrong; a run that did not complete fails whatever the selector (its findings cover only
-what ran).
+what ran). A selector naming one site (an id, a line id, a short id) that picks no
+finding nor hazard passes the gate (the finding was fixed) but is said on stderr
+(:meth:`Gate.unmatched_lines`): a typo or a stale id would otherwise never fail CI.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from kbdebug.analysis.findings import MIN_SHARE, Finding
 from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound
-from kbdebug.analysis.select import matches, share_of
+from kbdebug.analysis.select import matches, share_of, unmatched
 from kbdebug.safe_text import escape
 
 #: Exit statuses: the report was printed and the gate passed; the gate matched a
@@ -57,6 +59,7 @@ class Gate:
         below: list[tuple[Finding, float]],
         reason: str | None,
         hazards: list[Hazard] | None = None,
+        unmatched: list[str] | None = None,
     ):
         self.selectors = selectors
         self.min_saving = min_saving
@@ -65,6 +68,8 @@ class Gate:
         self.reason = reason
         #: The hazards a selector picked (each fails the gate, whatever its size).
         self.hazards = hazards or []
+        #: The selectors naming one site that picked no finding nor hazard.
+        self.unmatched = unmatched or []
 
     @classmethod
     def check(
@@ -83,7 +88,9 @@ class Gate:
                     share = share_of(f, bounds)
                     (matched if share >= min_saving else below).append((f, share))
             picked = [h for h in hazards if any(matches(h, s) for s in selectors)]
-        return cls(selectors, min_saving, matched, below, reason, picked)
+        # What ran of an incomplete run says nothing of the sites it never reached.
+        missed = unmatched(selectors, [*findings, *hazards]) if reason is None else []
+        return cls(selectors, min_saving, matched, below, reason, picked, missed)
 
     @property
     def exit(self) -> int:
@@ -135,6 +142,15 @@ class Gate:
                 " and do not count)"
             )
         return lines
+
+    def unmatched_lines(self, trace: str, option: str = "--fail-on") -> list[str]:
+        """A line per selector that names one site and matched nothing in ``trace``."""
+        shown = escape(str(trace), 512)
+        return [
+            f"{option} {escape(s, 512)} matched no finding in {shown} (fixed, or a typo? "
+            f"'kbdebug report {shown}' lists the ids)"
+            for s in self.unmatched
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {

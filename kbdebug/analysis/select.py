@@ -21,6 +21,10 @@ Selectors (``kbdebug report --fail-on``, comma lists or repeated):
 An id without its ``:peN`` suffix selects the site on every PE; ``:pe0`` is PE 0. A
 finding held on many PEs is picked by ``:peN`` for each PE N where it holds.
 
+A selector naming one site that picks nothing (:func:`unmatched`) lets the gate pass (the
+finding was fixed) but is said on stderr: it may be a typo or an id an edit made stale.
+A rule code, ``any`` or ``hazard`` picking nothing is a clean run and is not said.
+
 A run that did not complete (kernel error, deadlock, interrupted, a trace cut off
 without its footer, no events) has numbers and findings that cover only what ran,
 so a gate cannot pass on it: :func:`incomplete` says why.
@@ -46,10 +50,12 @@ __all__ = [
     "in_report_order",
     "incomplete",
     "matches",
+    "names_one_site",
     "parse_selectors",
     "pes_text",
     "savings_by_pe",
     "share_of",
+    "unmatched",
 ]
 
 _RULE = re.compile(r"[Kk][Bb]\d+")
@@ -164,6 +170,21 @@ def matches(finding: Finding, selector: str) -> bool:
         if selector == base or selector in {f"{base}:pe{pe}" for pe in pes}:
             return True
     return False
+
+
+def names_one_site(selector: str) -> bool:
+    """Whether ``selector`` names one finding's site (an id, a line id or a short id), not
+    a kind (``any``, ``hazard``, a rule code): one that matches nothing is stale or
+    mistyped, where a rule with no finding is a clean run."""
+    selector = _normal(selector)
+    return selector not in ("any", "hazard") and bool(_SHORT.fullmatch(selector) or ":" in selector)
+
+
+def unmatched(selectors: Iterable[str], findings: Iterable) -> list[str]:
+    """The selectors of ``selectors`` that name one site and pick none of ``findings``
+    (findings and hazards, whatever their saving), in order."""
+    findings = list(findings)
+    return [s for s in selectors if names_one_site(s) and not any(matches(f, s) for f in findings)]
 
 
 def share_of(finding: Finding, bounds: Iterable[PEBound] = ()) -> float:

@@ -23,7 +23,9 @@ KB201-KB203 fail the gate whatever ``--min-saving``, having no saving), a rule c
 (``'KB102:qk.py::decode::tl.wait(kf)#0'``, quoted: see
 :mod:`kbdebug.analysis.identity`) or the line form ``KB102:qk.py:27``; an id
 without its ``:peN`` suffix selects that site on every PE. Repeat it or give a
-comma list (``--fail-on kb102,kb104``).
+comma list (``--fail-on kb102,kb104``). An id, line form or short id that matches no
+finding lets the gate pass (the finding was fixed) and is said on stderr, one line
+each (a typo or a stale id); a rule code, ``any`` or ``hazard`` matching nothing is not.
 
 ``--min-saving`` (default 3 %, given as ``3%`` or ``0.03``): only findings whose
 estimated saving is at least that share of their PE's kernel time fail the gate,
@@ -172,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(*figures, per_pe=args.per_pe, **more))
     sys.stdout.flush()
-    for line in gate.explain():
+    for line in [*gate.unmatched_lines(args.trace), *gate.explain()]:
         print(f"kbdebug report: {line}", file=sys.stderr)
     return gate.exit
 
