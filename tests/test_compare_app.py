@@ -285,3 +285,27 @@ async def test_b_on_a_line_without_a_tl_call_moves_to_the_next_one_as_gdb_does(a
         await pilot.pause()
         assert "no breakpoint set" in app.status
         assert [bp.line for bp in replay.breakpoints] == [issue]
+
+
+async def test_the_source_opens_on_the_kernels_def_and_5_focuses_the_findings():
+    """As in one run: before the first tl call the source shows the kernel's def line
+    (not line 1 of its file), and 5 gives the findings pane the keyboard."""
+    app = CompareApp(
+        Replay.open(TRACES / "flawed_prefetch.kbt"), Replay.open(TRACES / "decode_prefetch.kbt")
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        source = app.query_one(CompareSource)
+        file, line = source.cursor_line
+        assert file.endswith("attention.py")
+        assert (
+            source.replays["a"]
+            .index.sources[file]
+            .splitlines()[line - 1]
+            .lstrip()
+            .startswith("def decode_flawed_prefetch(")
+        )
+        await pilot.press("5")
+        await pilot.pause()
+        assert app.focused is app.query_one(FindingGroupsView)
+        assert "findings of A and B" in app.status

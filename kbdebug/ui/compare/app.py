@@ -184,7 +184,7 @@ class CompareApp(DebuggerApp):
         with Horizontal(id="bottom"):
             findings = FindingGroupsView(id="findings").data_bind(CompareApp.side)
             findings.n_pes = {"a": a.index.n_pes, "b": b.index.n_pes}
-            findings.border_title = "findings: fixed, new, still there (Enter: go to it)"
+            findings.border_title = "[5] findings: fixed, new, still there (Enter: go to it)"
             yield findings
             mesh = MeshView(self.replay, id="mesh").data_bind(CompareApp.focused_pe)
             mesh.border_title = f"[6] mesh of {self.side.upper()}"
@@ -229,7 +229,7 @@ class CompareApp(DebuggerApp):
         return [
             ("Pane timelines A and B: Tab focuses them; then", SharedTimeline),
             ("Pane source: Tab focuses it; then", CompareSource),
-            ("Pane findings: Tab focuses it; then", FindingGroupsView),
+            ("Pane findings: 5 or Tab focuses it; then", FindingGroupsView),
             ("Pane mesh (the focused run's PEs): 6 or Tab focuses it; then", MeshView),
         ]
 
@@ -336,6 +336,11 @@ class CompareApp(DebuggerApp):
         other.view_start = focused.view_start + offset
 
     # --- the keys only compare has ---------------------------------------------------------
+
+    def action_focus_findings(self) -> None:
+        """Give the findings pane the keyboard."""
+        self.query_one(FindingGroupsView).focus()
+        self.status = "findings of A and B: Enter goes to one in its run"
 
     def action_flip(self) -> None:
         self.side = _other(self.side)

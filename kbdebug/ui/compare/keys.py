@@ -58,6 +58,13 @@ KEYS = (
     _key("pan(-1)", "Pan both timelines left"),
     _key("pan(1)", "Pan both timelines right"),
     Key(
+        "5",
+        "focus_findings",
+        "findings",
+        "Focus the findings: hazards, then findings, fixed in B, new in B and still there",
+        False,
+    ),
+    Key(
         "6",
         "focus_mesh",
         "mesh",

@@ -14,7 +14,7 @@ from kbdebug.safe_text import escape
 from kbdebug.ui.messages import LineChosen
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.panes.source_view import MAX_SOURCE_LINES, source_text
-from kbdebug.ui.queries import cycles
+from kbdebug.ui.queries import cycles, kernel_def
 
 #: (A's line, B's line) of one screen row; None where that run has no such line.
 AlignedRow = tuple[int | None, int | None]
@@ -182,8 +182,9 @@ class CompareSource(RowView):
         return len(self.rows)
 
     def follow(self) -> None:
-        """Show the focused run's current line, cursor on it."""
-        here = self.current_line(self.side)
+        """Show the focused run's current line, cursor on it (before the run's first tl
+        call, its kernel's ``def``, as the one-run app does)."""
+        here = self.current_line(self.side) or kernel_def(self.replays[self.side], self.focused_pe)
         if here is None:
             return
         self._show(here[0], self.side)
