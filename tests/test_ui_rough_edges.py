@@ -12,6 +12,7 @@ from textual.widgets import Label, OptionList
 from kbdebug.analysis import Analysis
 from kbdebug.replay import SourceLine, StalledWait
 from kbdebug.ui import KbdebugApp
+from kbdebug.ui.panes.findings_view import FindingsView
 from kbdebug.ui.panes.futures_table import FuturesTable
 from kbdebug.ui.panes.source_view import SourceView
 from kbdebug.ui.panes.styles import component_style
@@ -94,6 +95,10 @@ async def test_a_deadlocked_wait_stalls_forever_not_zero_cycles():
         rows = [line.split() for line in lines(app.query_one(FuturesTable))[1:] if line.strip()]
         row = next(r for r in rows if r[0] == str(future))
         assert "∞" in row
+        # Its findings pane does not call a run that never ended free of serialisation.
+        view = app.query_one(FindingsView)
+        assert not view.findings
+        assert view.note == "no findings in what ran: the run did not complete"
 
 
 # --- figures that tell things apart ----------------------------------------------------

@@ -228,7 +228,11 @@ class KbdebugApp(PaneActions, ReloadActions, DebuggerApp):
         view = self.query_one(FindingsView)
         view.n_pes = self.replay.index.n_pes
         view.findings = self.findings
-        view.note = error or "no findings: nothing serialised unexpectedly"
+        view.note = error or (
+            "no findings in what ran: the run did not complete"
+            if queries.incomplete(self.replay) is not None
+            else "no findings: nothing serialised unexpectedly"
+        )
         self._retitle_tabs()
         self.show_mesh(bounds if bounds is not None else [])  # failed: no efficiency known
 
