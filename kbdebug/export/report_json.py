@@ -30,11 +30,12 @@ escapes them)::
                  "ipcq_send_count", "ipcq_recv_count": int},
       "channels": [{"id", "name", "kind", "pe", "busy_cycles": int,
                     "share": float}],    # busy_cycles / end_time
-      "launch": {"bound": int,          # the least the launch could take (cycles from its
+      "launch": null | {"bound": int,   # the least the launch could take (cycles from its
                                         # start), its work spread evenly when a few PEs
                                         # do more of it (KB111)
-                 "efficiency": float | None},  # bound / the launch's time; None: did
-                                        # not complete (compare and sweep show these)
+                 "efficiency": float | None},  # bound / the launch's time; null (and
+                                        # "efficiency" []) when the run did not complete:
+                                        # no bound is claimed (compare and sweep show these)
       "contention": [{"stack", "pes": [int],  # KB113, each shared HBM stack its PEs
                       "slots",          # queued on: its slots end to end (cycles),
                       "bound_end",      # the cycle its last PE cannot end before,
@@ -217,6 +218,7 @@ def _document(
     bounds = bounds or []
     gate = gate or Gate([], MIN_SAVING, [], [], reason)
     savings = savings_by_pe(findings)
+    complete_bounds = bounds if reason is None else []
     return {
         "schema": SCHEMA,
         "trace": str(path),
@@ -248,8 +250,11 @@ def _document(
             }
             for ch in summary.channels
         ],
-        "efficiency": [{**asdict(b), "savings": savings.get(b.pe, 0)} for b in bounds],
-        "launch": None if launch is None else {"bound": launch[0], "efficiency": launch[1]},
+        # A run that did not complete claims no bound (its end is where it stopped).
+        "efficiency": [{**asdict(b), "savings": savings.get(b.pe, 0)} for b in complete_bounds],
+        "launch": None
+        if launch is None or reason is not None
+        else {"bound": launch[0], "efficiency": launch[1]},
         "contention": [
             {
                 "stack": c.stack,

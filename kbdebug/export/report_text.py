@@ -47,6 +47,20 @@ def _status_line(summary: Summary, reason: str | None) -> str:
     return line
 
 
+#: A short name for why a run did not complete, by its status (the status line has the why).
+_STOPPED_BY = {"deadlock": "deadlock", "error": "kernel error", "interrupted": "interrupted"}
+
+
+def _no_bound_line(summary: Summary) -> str:
+    """The bound of a run that did not complete: none (its end is where it stopped, not
+    when its work was done, so a bound or an efficiency would contradict the trace)."""
+    if summary.n_events == 0:
+        why = "no events"
+    else:
+        why = _STOPPED_BY.get(summary.status, "the trace was cut off")
+    return f"bound: none (the run did not complete: {why})"
+
+
 def _cycle(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
@@ -242,6 +256,7 @@ def render(
     before the findings (None: not checked, no section); ``perturbation``: the run's,
     said under the kernel and beside the bound's figures."""
     bounds = bounds or []
+    shares = bounds
     ran = len(bounds) or summary.n_pes
     spread = ran >= SPREAD_FROM and not per_pe
     busy_spread_too = ran >= BUSY_SPREAD_FROM and not per_pe
@@ -255,7 +270,11 @@ def render(
     if perturbation is not None:
         lines.append(f"perturbed: {perturbation.label()}")
     lines.append(f"end cycle: {summary.end_time:,}  events: {summary.n_events:,}")
-    if launch is not None and ran > 1:
+    if reason is not None:
+        lines.append(_no_bound_line(summary))
+        # Nor a PE's: its time is where the run stopped (findings keep their shares).
+        bounds, launch = [], None
+    elif launch is not None and ran > 1:
         bound, efficiency = launch
         eff = "did not complete" if efficiency is None else f"efficiency {efficiency:.1%}"
         balanced = bound < launch_efficiency(bounds)[0]
@@ -356,5 +375,5 @@ def render(
         lines += ["", f"findings ({len(findings)}, largest estimated saving first):"]
     else:
         lines += ["", "findings: none"]
-    lines += findings_lines(findings, bounds, ran)
+    lines += findings_lines(findings, shares, ran)
     return "\n".join(lines) + "\n"
