@@ -153,7 +153,7 @@ def test_report_says_the_output_was_wrong_in_text_and_json(runs, capsys):
     capsys.readouterr()
     main(["report", runs["bad"]])
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == "status: ok; output check failed (first wrong block O[16:32, :])"
+    assert first == "status: completed, output check failed (first wrong block O[16:32, :])"
     main(["report", runs["bad"], "--json"])
     assert json.loads(capsys.readouterr().out)["check"] == WRONG
     main(["report", runs["unchecked"], "--json"])

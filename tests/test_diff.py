@@ -338,4 +338,6 @@ def test_the_verdict_counts_findings_gone_and_new_apart():
         [finding("KB102", 50), finding("KB104", 52)],
     )
     last = render(diff, "a.kbt", "b.kbt").rstrip().splitlines()[-1]
-    assert last == "B is faster: 300 fewer cycles (-30.0%), 1 finding gone, 2 new (listed above)"
+    assert last == (
+        "B is faster: 300 fewer cycles (-30.0%), 1 finding gone, 2 new findings (listed above)"
+    )

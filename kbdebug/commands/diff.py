@@ -150,6 +150,8 @@ def _rows(changes: list[Change]) -> list[list[str]]:
 
 def _run_line(label: str, path: str, s: Summary, reason: str | None) -> str:
     status = "ok" if reason is None else f"did not complete: {reason}"
+    if reason is None and s.check is not None and not s.check.ok:
+        status = "completed, output check failed"  # as report says it: "ok" reads as right
     kernel = s.kernel or "kernel"
     return escape(f"{label}: {path}  ({kernel}, {status}, {s.n_events:,} events)")
 
@@ -278,6 +280,6 @@ def _verdict(diff: RunDiff) -> str:
     fixed, new = len(diff.removed), len(diff.added)
     if fixed:
         speed += f", {fixed} finding{'s' if fixed != 1 else ''} gone"
-    if new:
-        speed += f", {new} new (listed above)"
+    if new:  # findings (slow), never hazards (wrong): those are counted above
+        speed += f", {new} new finding{'s' if new != 1 else ''} (listed above)"
     return speed

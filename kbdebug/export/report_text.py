@@ -36,9 +36,12 @@ CHAIN_LINKS = 4
 
 def _status_line(summary: Summary, reason: str | None) -> str:
     if reason is None:
-        # The output check the trace records (kbdebug run): a wrong output is no "ok".
-        check = "" if summary.check is None else f"; {escape(summary.check.text(), 2048)}"
-        return "status: ok" + check
+        # The output check the trace records (kbdebug run): a wrong output is no "ok"
+        # (diff heads such a run "completed, output check failed" too).
+        if summary.check is None:
+            return "status: ok"
+        check = escape(summary.check.text(), 2048)
+        return f"status: ok; {check}" if summary.check.ok else f"status: completed, {check}"
     why = escape(one_line(reason))
     # The reason names the status ("deadlock on PEs 0, 1 at cycle 4: ..."): said once.
     line = f"status: the run did not complete: {why}"
