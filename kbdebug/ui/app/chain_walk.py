@@ -72,12 +72,15 @@ def chain_stops(chain: WaitChain, time_of) -> list[Stop]:
         else:
             why = root_text(chain.root)
         late = f"{link.late:,} cycles late" if link.late > 0 else "not late"
+        said = f"{late}: {why}"
+        if k + 1 == n and chain.root.kind == TRANSIT:
+            said = why  # the root's words begin "not late: PE 3 sent before the wait began"
         stops.append(
             Stop(
                 link.send_event,
                 link.sender,
                 f"link {k + 1}/{n}: PE {link.sender}'s send at {_at(link.send_loc)}, "
-                f"cycle {link.issued:,}, {late}: {why}",
+                f"cycle {link.issued:,}, {said}",
             )
         )
         if k + 1 < n:
