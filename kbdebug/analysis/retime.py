@@ -15,7 +15,9 @@ every PE that receives from it.
   read (or receive wait) before its issue, and no earlier than the transfers of
   every load needed so far spread over the read channels (issue cycles left out
   of the chain, since a placement can hide them under a stall, but counted in the
-  kernel's serial work); a load that reads back
+  kernel's serial work); a load a receive gates no earlier than the message, which
+  holds that load, not the kernel (the load's issue may move down with the receive's
+  wait, below work that needs neither); a load that reads back
   a store waits for the store to land; a message no earlier than its send's
   bound on the sending PE, where a send leaves as soon as the data it sends is
   ready (its loaded or received value, or the compute that produced it) and the
@@ -373,6 +375,8 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
         # A send does not hold the kernel: what it needs delays only its own departure;
         # nor does a store whose producer the trace recorded (format 1.6).
         departs = k == SEND or (k == STORE and s in producer)
+        # Nor does a load that a receive gates: its issue may move down with the receive's
+        # wait, below work that needs neither (the message holds only the load's release).
         ready = gated
         if need_at[s + 1] > need_at[s]:
             gate = False
@@ -400,6 +404,8 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                             a = sent.get(m)
                     earliest.setdefault(c, a)
                     arrived = max(arrived, a)
+                    if k == LOAD:
+                        continue
                 else:
                     a = done_by.get(c, t)
                     earliest.setdefault(c, a)
