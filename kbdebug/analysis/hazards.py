@@ -12,6 +12,7 @@ at the latest point that still orders the pair. A hazard has no saving: any one 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,10 +37,26 @@ HAZARD_RULES = {
     "KB203": "write-after-write",
     "KB204": "out-of-bounds",  # a range outside its tensor: kbdebug.analysis.oob
 }
+#: An access outside its tensor: wrong in any order, so its label says no "timing".
+OUT_OF_BOUNDS = "KB204"
 #: The selector that picks every hazard (``--fail-on hazard``).
 HAZARD_SELECTOR = "hazard"
 #: Occurrences a hazard keeps the events of (the breakpoint stops at each).
 MAX_OCCURRENCES = 10_000
+
+
+def hazard_kind(rule: str) -> str:
+    """What makes a hazard wrong, as its label says it (``hazard: out of bounds``):
+    ``out of bounds`` for KB204, ``timing-dependent`` for an unordered pair."""
+    return "out of bounds" if rule == OUT_OF_BOUNDS else "timing-dependent"
+
+
+def hazards_are(rules: Iterable[str]) -> str:
+    """What the hazards of ``rules`` are, for a section's title: ``results that depend on
+    timing``, ``bytes outside their tensor`` (KB204 alone) or both, joined by "or"."""
+    rules = set(rules)
+    kinds = ["results that depend on timing"] if rules - {OUT_OF_BOUNDS} else []
+    return " or ".join(kinds + ["bytes outside their tensor"] * (OUT_OF_BOUNDS in rules))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import replace
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.compare import diff_replays
 from kbdebug.analysis.gate import EXIT_GATE, EXIT_INCOMPLETE
+from kbdebug.analysis.hazards import hazards_are
 from kbdebug.analysis.run_diff import Change, RunDiff
 from kbdebug.analysis.summary import Summary
 from kbdebug.commands.report import open_trace
@@ -228,9 +229,10 @@ def _hazard_lines(diff: RunDiff) -> list[str]:
     groups = diff.hazards
     if not (groups.fixed or groups.new or groups.still):
         return []
+    all_hazards = [*groups.fixed, *groups.new, *(b for _, b in groups.still)]
     lines = [
         "",
-        f"hazards (results that depend on timing): {len(groups.fixed)} fixed in B, "
+        f"hazards ({hazards_are(h.rule for h in all_hazards)}): {len(groups.fixed)} fixed in B, "
         f"{len(groups.new)} new in B, {len(groups.still)} still there",
     ]
     rows = [("fixed", h, None, diff.a.n_pes) for h in groups.fixed]

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from emulator.trace.schema import SourceLoc
-from kbdebug.analysis.hazards import Hazard, HazardAccess
+from kbdebug.analysis.hazards import Hazard, HazardAccess, hazards_are
 from kbdebug.safe_text import escape
 
 
@@ -36,7 +36,7 @@ def hazard_lines(hazards: list[Hazard]) -> list[str]:
     n = len(hazards)
     lines = [
         "",
-        f"hazards ({n}: results that depend on timing; any fails --fail-on any or hazard;",
+        f"hazards ({n}: {hazards_are(h.rule for h in hazards)}; any fails --fail-on any or hazard;",
         "  their lines get no performance finding until they are fixed):",
     ]
     for h in hazards:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.finding import RULES
 from kbdebug.analysis.gate import percent
-from kbdebug.analysis.hazards import HAZARD_RULES, Hazard
+from kbdebug.analysis.hazards import HAZARD_RULES, Hazard, hazard_kind
 from kbdebug.analysis.select import in_report_order, share_of
 from kbdebug.export.report_text import findings_lines
 from kbdebug.safe_text import escape
@@ -232,7 +232,7 @@ def in_source(loc: SourceLoc | None) -> bool:
 def saving_text(f: Finding | Hazard, analysis: Analysis) -> str:
     """``est. saving 4,120 cycles, 18 % of the kernel time``; hazards have none."""
     if is_hazard_rule(f.rule):
-        return "timing-dependent: fix it whatever its size"
+        return f"{hazard_kind(f.rule)}: fix it whatever its size"
     share = share_of(f, analysis.bounds)
     return f"est. saving {f.saving:,} cycles, {percent(share)} of the kernel time"
 

@@ -13,7 +13,7 @@ from textual.strip import Strip
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.compare import FindingGroups
 from kbdebug.analysis.findings import Finding
-from kbdebug.analysis.hazards import Hazard
+from kbdebug.analysis.hazards import Hazard, hazard_kind
 from kbdebug.safe_text import escape
 from kbdebug.ui.panes.rowview import RowView
 from kbdebug.ui.queries import cycles
@@ -111,7 +111,7 @@ class FindingGroupsView(RowView):
         rule, _, site = escape(short_id(f), 200).partition(" ")
         where = where_text(f, self.n_pes.get(r.run or "b", 1))
         if isinstance(f, Hazard):  # no saving: wrong, not slow
-            saving = "hazard: timing-dependent"
+            saving = f"hazard: {hazard_kind(f.rule)}"
         elif r.other is not None:
             saving = f"A saves {_saving(r.other)}, B {_saving(f)}"
         else:

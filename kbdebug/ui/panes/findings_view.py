@@ -12,7 +12,7 @@ from textual.strip import Strip
 
 from kbdebug.analysis.across_pes import short_id, where_text
 from kbdebug.analysis.findings import Finding
-from kbdebug.analysis.hazards import HAZARD_RULES, Hazard
+from kbdebug.analysis.hazards import HAZARD_RULES, Hazard, hazard_kind
 from kbdebug.safe_text import escape
 from kbdebug.ui.messages import FindingChosen, FindingHighlighted
 from kbdebug.ui.panes.rowview import RowView
@@ -87,7 +87,7 @@ class FindingsView(RowView):
         # The estimated saving of the fix and its share of the PE's time: what to fix first.
         cost = f"saves ~{amount} ({finding.share:.0%})" if n else ""
         if finding.rule in HAZARD_RULES:
-            cost = "hazard: timing-dependent"
+            cost = f"hazard: {hazard_kind(finding.rule)}"
         title = escape(finding.title, 64)
         return [
             Segment(f" {rule:<6}", base + self.component_style("findings-view--rule")),
