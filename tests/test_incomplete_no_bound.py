@@ -63,3 +63,13 @@ def test_a_complete_run_keeps_its_bound(traces, capsys):
     main(["report", "--json", traces["complete"]])
     doc = json.loads(capsys.readouterr().out)
     assert doc["launch"]["bound"] > 0 and len(doc["efficiency"]) == 2
+
+
+def test_sarif_and_junit_of_a_deadlock_claim_no_bound(traces, capsys):
+    main(["report", "--format", "sarif", traces["deadlock"]])
+    properties = json.loads(capsys.readouterr().out)["runs"][0]["properties"]
+    assert properties["launchBound"] is None and properties["launchEfficiency"] is None
+    main(["report", "--format", "junit", traces["deadlock"]])
+    assert '<property name="launch_bound" value="" />' in capsys.readouterr().out
+    main(["report", "--format", "sarif", traces["complete"]])
+    assert json.loads(capsys.readouterr().out)["runs"][0]["properties"]["launchBound"] > 0

@@ -44,7 +44,7 @@ def to_junit(analysis: Analysis, trace: str, gate: Gate | None = None) -> str:
         ("kernel", kernel),
         ("status", escape(summary.status, 32)),
         ("end_cycle", str(summary.end_time)),
-        ("launch_bound", str(bound)),
+        ("launch_bound", "" if reason is not None else str(bound)),  # none: it stopped
         ("launch_efficiency", "" if efficiency is None else f"{efficiency:.4f}"),
     ):
         ET.SubElement(properties, "property", name=name, value=value)

@@ -79,7 +79,8 @@ def to_sarif(analysis: Analysis, trace: str) -> dict[str, Any]:
                     "kernel": summary.kernel,
                     "status": summary.status,
                     "endCycle": int(summary.end_time),
-                    "launchBound": int(bound),
+                    # A run that did not complete claims no bound (it ended where it stopped).
+                    "launchBound": None if reason is not None else int(bound),
                     "launchEfficiency": efficiency,
                 },
             }
