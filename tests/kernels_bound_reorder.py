@@ -5,8 +5,10 @@ PE 0 loads a tile, does a dot, stores it doubled to a scratch area, waits the st
 token right. PE 1 loads a tile of its own, waits the token (``token_waited_early``),
 issues the scratch load the token gates and then does dots that need neither;
 ``token_waited_late`` is the same program reordered: the token's wait and the scratch
-load moved below the dots (the load blocking there, as a KB101 fix leaves it). Lines a
-test looks for carry a ``# mark: NAME`` comment.
+load moved below the dots (the load blocking there, as a KB101 fix leaves it).
+``token_then_own_load`` issues PE 1's own load after the gated one: that load, which
+no message gates, may still move above the token's wait. Lines a test looks for carry
+a ``# mark: NAME`` comment.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def token_waited_early(tl, x_ptr, own_ptr, scratch_ptr, y_ptr, rounds):
     own = tl.load(own_ptr, (ROWS, ROWS), "f32")
     tl.wait(tl.recv_async("left", (1, 16), "f32"))  # mark: early-wait
     ahead = tl.load_async(scratch_ptr, (ROWS, COLS), "f32")
+    for _ in range(rounds):
+        own = own + tl.dot(own, own)
+    part = tl.wait(ahead)
+    tl.wait(tl.store(y_ptr, part + own))
+
+
+def token_then_own_load(tl, x_ptr, own_ptr, scratch_ptr, y_ptr, rounds):
+    """PE 1 waits the token and issues the scratch load above its own blocking load."""
+    if tl.program_id(0) == 0:
+        _produce(tl, x_ptr, scratch_ptr)
+        return
+    tl.wait(tl.recv_async("left", (1, 16), "f32"))
+    ahead = tl.load_async(scratch_ptr, (ROWS, COLS), "f32")
+    own = tl.load(own_ptr, (ROWS, ROWS), "f32")
     for _ in range(rounds):
         own = own + tl.dot(own, own)
     part = tl.wait(ahead)

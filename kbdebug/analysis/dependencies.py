@@ -135,6 +135,8 @@ def dependencies(
     for s, use in recv_need.items():
         if use < n:
             pairs.append((use, cmds[s]))
+    if recv_need:
+        prog.signalled = _foreign_loads(prog, min(recv_need), addr, nbytes, stores)
     # Fences: a load reading back bytes of a store this PE issued before it.
     _fences(prog, store_waits, floor, addr, nbytes, times, outside)
     # Needs of a step, CSR.
@@ -146,6 +148,28 @@ def dependencies(
     prog.need_at = _ints(np.cumsum(need_at))
     prog.need = _ints(np.array([p[1] for p in pairs], dtype=np.int64))
     prog.floor = floor
+
+
+def _foreign_loads(prog: Program, after: int, addr, nbytes, stores) -> frozenset[int]:
+    """The loads of ``prog`` issued after step ``after`` that read bytes another PE stores
+    (``stores``: first byte, end and PE of every store of the launch)."""
+    lo_all, hi_all, pe_all = stores
+    others = pe_all != prog.pe
+    kinds = np.frombuffer(prog.kind, dtype=np.int8)[after:]
+    cmds = np.frombuffer(prog.cmd, dtype=np.int64)[after:][kinds == LOAD]
+    cmds = cmds[(cmds >= 0) & (cmds < len(addr))]
+    if not len(cmds) or not others.any():
+        return frozenset()
+    # Stores sorted by first byte, with the furthest end among those starting so far: a
+    # load overlaps one iff, of the stores starting before its end, one ends past its start.
+    order = np.argsort(lo_all[others], kind="stable")
+    starts = lo_all[others][order]
+    reach = np.maximum.accumulate(hi_all[others][order])
+    lo = np.asarray(addr, dtype=np.int64)[cmds]
+    hi = lo + np.asarray(nbytes, dtype=np.int64)[cmds]
+    before = np.searchsorted(starts, hi, side="left")
+    hit = (before > 0) & (reach[np.maximum(before - 1, 0)] > lo) & (hi > lo)
+    return frozenset(cmds[hit].tolist())
 
 
 def send_producers(prog: Program, reads: list[tuple[int, int]], shape, dtype) -> None:

@@ -18,8 +18,8 @@ between them:
 - a load that reads back bytes an earlier store of the same PE wrote needs the store
   landed and is never issued above the store's wait (its issue when it was not waited:
   a hazard), and a wait on an access never moves below a later store to its bytes;
-- a wait on a receive also orders the loads, stores and sends issued after it
-  (the message may be the signal that their data is ready).
+- a wait on a receive also orders the stores and sends issued after it, and the loads
+  of bytes another PE stores (the message may be the signal that their data is ready).
 
 :mod:`kbdebug.analysis.retime` re-times these programs, all PEs together, and
 computes the bound from the same steps.
@@ -160,6 +160,9 @@ class Program:
     #: Per load command: the earlier stores of this PE whose bytes it reads back (waited
     #: before it, or landed before it read in this run).
     fences: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    #: Load commands issued after a receive's wait that read bytes another PE stores: the
+    #: message may be what says those bytes landed, so none leaves before it arrives.
+    signalled: frozenset[int] = frozenset()
     #: Per load or store command: the step of the first later store of this PE to
     #: overlapping bytes (a wait on the access may not move below it).
     overwritten_at: dict[int, int] = field(default_factory=dict)

@@ -15,9 +15,11 @@ every PE that receives from it.
   read (or receive wait) before its issue, and no earlier than the transfers of
   every load needed so far spread over the read channels (issue cycles left out
   of the chain, since a placement can hide them under a stall, but counted in the
-  kernel's serial work); a load a receive gates no earlier than the message, which
-  holds that load, not the kernel (the load's issue may move down with the receive's
-  wait, below work that needs neither); a load that reads back
+  kernel's serial work); a load a receive gates (one that needs the message, or
+  reads bytes another PE stores and is issued after the receive's wait) no earlier than
+  the message, which holds those loads, not the kernel nor the other loads (their issues
+  may move down with the receive's wait, below work that needs neither, or the others
+  above it); a load that reads back
   a store waits for the store to land; a message no earlier than its send's
   bound on the sending PE, where a send leaves as soon as the data it sends is
   ready (its loaded or received value, or the compute that produced it) and the
@@ -362,6 +364,11 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
     producer = prog.producer
     done_at: dict[int, int] = {}
     gated = t
+    # The earliest a load the latest receive gates may leave: its message's arrival, and no
+    # earlier than the kernel got to the step that first needed it. Only those loads wait
+    # for it (the others may move above the receive's wait, with it moved down).
+    gate_release = t + issue
+    signalled = prog.signalled
     steps = len(kinds)
     work_before, next_special = _bound_runs(prog, cycles)
     s = 0
@@ -378,8 +385,8 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
         # Nor does a load that a receive gates: its issue may move down with the receive's
         # wait, below work that needs neither (the message holds only the load's release).
         ready = gated
+        gate = False
         if need_at[s + 1] > need_at[s]:
-            gate = False
             arrived = 0
             for c in need[need_at[s] : need_at[s + 1]]:
                 if c in bucket_of:  # a load
@@ -415,13 +422,13 @@ def bound_program(prog: Program, sent: dict[int, int] | None) -> Generator[None,
                     t = a
             if gate:
                 gated = max(gated, arrived)
-                at = max(t, arrived)
-                release.append(at + issue)
-                peak = _put(peak, len(release) - 1, float(at + issue))
+                gate_release = max(gate_release, max(t, arrived) + issue)
         if k == LOAD:
             c = cmds[s]
             bucket_of[c] = len(release) - 1
             single = release[-1] + cycles[s] + lat
+            if gate or c in signalled:
+                single = max(single, gate_release + cycles[s] + lat)
             for st in prog.fences.get(c, ()):
                 single = max(single, landing.get(st, 0) + cycles[s] + lat)
             done_by[c] = single
