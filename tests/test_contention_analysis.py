@@ -319,7 +319,7 @@ def test_every_command_shows_the_launch_s_bound(shared, shared_path, tmp_path, c
     bound, efficiency = shared.launch_efficiency
     assert main(["report", shared_path, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["launch"] == {"bound": bound, "efficiency": efficiency}
+    assert doc["launch"] == {"bound": bound, "efficiency": efficiency, "saving": 0}
     row = _analyse(0, shared_path, OK, None)
     start = min(b.start for b in shared.bounds)
     assert (row.bound, row.efficiency) == (start + bound, efficiency)

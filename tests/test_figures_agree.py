@@ -1,5 +1,5 @@
 """One trace, one set of figures: report, diff, compare, sweep and the model agree on each
-bundled trace and on launches of many PEs (one with its work split unevenly, a pipeline,
+bundled trace and on launches of many PEs (one with its work split unevenly, pipelines,
 a tree), and the findings never contradict the efficiency beside them: a PE's findings
 against its bound, KB111 (work moved between PEs) against the launch's balanced bound."""
 
@@ -18,6 +18,7 @@ from kernels_across_pes import (
     run_pipeline,
     run_tree,
 )
+from test_imbalance_pipeline import run_heavy_last_stage
 
 from kbdebug.analysis import find_all, pe_bounds
 from kbdebug.analysis.compare import Comparison
@@ -51,8 +52,10 @@ LAUNCHES = {
     "prefetched_heavy": _prefetched_heavy,
     "pipeline": run_pipeline,
     "tree": run_tree,
+    # 4 send/recv stages, the last with 3 more multiplies a tile (held-out pipe4.py)
+    "pipeline_heavy": run_heavy_last_stage,
 }
-IMBALANCED = {"gemm_uneven", "copy_heavy", "prefetched_heavy"}
+IMBALANCED = {"gemm_uneven", "copy_heavy", "prefetched_heavy", "pipeline_heavy"}
 
 
 @pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
@@ -84,11 +87,24 @@ def _figures_agree(path: Path, tmp_path: Path, capsys) -> set[str]:
     assert [(e["pe"], e["bound"], e["efficiency"]) for e in doc["efficiency"]] == [
         (b.pe, b.bound, b.efficiency) for b in bounds
     ]
-    # report's text: each PE's efficiency as computed.
+    # Each PE's findings' figure is within its gap; KB111's saving is the launch's.
+    moved = max((f.saving for f in findings if f.rule == "KB111"), default=0)
+    gaps = {b.pe: b.achieved - b.bound for b in bounds}
+    saved = {e["pe"]: e["savings"] for e in doc["efficiency"]}
+    assert all(0 <= saved[pe] <= gaps[pe] for pe in gaps)
+    if doc["launch"] is not None:
+        assert doc["launch"]["saving"] == moved
+    # report's text: each PE's efficiency as computed, its figure as --json's, and
+    # KB111's saving beside the launch's bound.
     assert main(["report", str(path)]) == 0
     text = capsys.readouterr().out
     for b in bounds:
         assert f"bound {b.bound:,}" in text and f"efficiency {b.efficiency:.1%}" in text
+        row = [line for line in text.splitlines() if line.startswith(f"  PE{b.pe} ")]
+        if row and "findings save up to ~" in row[0]:
+            assert f"findings save up to ~{saved[b.pe]:,}" in row[0]
+    if moved:
+        assert f"\n  KB111 saves up to ~{moved:,} " in text
 
     # diff of the trace against a copy of itself: each PE's efficiency, unchanged.
     copy = tmp_path / path.name

@@ -30,7 +30,10 @@ per extra unit over a typical PE's:
   the others, as the kernel runs today; and no sooner than the launch re-timed with
   that split (:func:`kbdebug.analysis.retime.simulate_launch`: the late PEs without
   their last iterations over the even share, the others slower by theirs), which keeps
-  what the PEs wait on each other for (a reduction chain's receive, add and send).
+  what the PEs wait on each other for (a reduction chain's receive, add and send). A
+  late PE whose runs of the line come between its messages (a pipeline's stage) does
+  them per message: they move with the message, a share of each to the other stages
+  (:mod:`kbdebug.analysis.imbalance_rounds`), so every later stage waits for them.
 
 The PEs a late PE holds back stand for no end of their own in either: theirs follows
 the late PE's, which ends sooner by its units over the even share at its own cycles
@@ -63,6 +66,7 @@ import numpy as np
 
 from emulator.trace.schema import Kind, SourceLoc
 from kbdebug.analysis.finding import RULES, Finding, finding_id, line_id
+from kbdebug.analysis.imbalance_rounds import RoundSplit, round_split_edits
 from kbdebug.analysis.model import COMPUTE, LOAD, NEVER, OPAQUE, RECV, SEND, STORE, WAIT, Model
 from kbdebug.analysis.retime import simulate_launch
 
@@ -108,6 +112,9 @@ class Imbalance:
     #: Per late PE: the end cycle of the launch it holds back, its own or, when PEs wait
     #: on its messages (directly or through receives), the latest of theirs.
     held_ends: dict[int, int] = field(default_factory=dict)
+    #: When a late PE's extra work comes round by round between its messages (a
+    #: pipeline's stage): the split of each round's units the spread end re-times.
+    per_round: RoundSplit | None = None
 
 
 def imbalance_of(model: Model) -> Imbalance | None:
@@ -210,7 +217,15 @@ def imbalance_of(model: Model) -> Imbalance | None:
     # The PEs' ends moved one by one leave out what they wait on each other for (a
     # reduction chain's receive, add and send): re-timed together with each PE's work
     # moved, the launch ends no sooner than that.
-    retimed = _retimed_end(model, late, units, even, unit_line, run_rate)
+    # A late PE's work done round by round between its messages (a pipeline's stage)
+    # moves with its round: another PE does it on that message, and every PE after it
+    # in the chain waits for it.
+    per_round = round_split_edits(model, late, units, unit_line, stalled)
+    if per_round is not None:
+        lengths, _ = simulate_launch(model, per_round.edits, model.recorded)
+        retimed = max(p.start + lengths[pe] for pe, p in programs.items())
+    else:
+        retimed = _retimed_end(model, late, units, even, unit_line, run_rate)
     if retimed is not None:
         spread = max(spread, retimed)
     return Imbalance(
@@ -225,6 +240,7 @@ def imbalance_of(model: Model) -> Imbalance | None:
         balanced_end=min(bound_end, balanced),
         spread_end=min(model.end, spread),
         held_ends={pe: held_ends[pe] for pe in late},
+        per_round=per_round,
     )
 
 
@@ -403,6 +419,11 @@ def imbalance_findings(
     others = list(imbalance.others)
     shape = _Shape(model, others, ends)
     message = shape.message(imbalance, max(ends[pe] for pe in others), saving)
+    # One line at 80 columns: the message says where the steps part and what it saves.
+    if imbalance.per_round is None:
+        suggestion = "spread the work evenly over the PEs (the remainder one per PE)"
+    else:
+        suggestion = "move each message's extra work to the other stages, an even share on each"
     findings = []
     for pe in sorted(gains):
         prog = programs[pe]
@@ -421,12 +442,7 @@ def imbalance_findings(
                 events=events,
                 loc=loc,
                 message=message,
-                suggestion=(
-                    "split the work evenly over the PEs (rows, tiles, experts per PE: "
-                    "spread the remainder one per PE) or move the late PEs' extra work to "
-                    "the others; step to the first event to see where their steps part "
-                    "from the others'"
-                ),
+                suggestion=suggestion,
                 saving=int(saving),
                 share=saving / max(prog.achieved, 1),
                 pe_saving=int(gains[pe]),
@@ -444,6 +460,14 @@ def _kernel_def(model: Model, pe: int) -> tuple[SourceLoc | None, int]:
         return None, -1
     first = int(starts[0])
     return model.index.loc(int(c.loc[first])), first
+
+
+def _pe_list(pes: tuple[int, ...], n_pes: int) -> str:
+    """``the 4 PEs`` when ``pes`` are all of them, else ``PEs 1, 2 and 3``."""
+    if len(pes) == n_pes:
+        return f"the {n_pes} PEs"
+    head = ", ".join(map(str, pes[:-1]))
+    return f"PEs {head} and {pes[-1]}" if head else f"PE {pes[-1]}"
 
 
 def _where(model: Model, loc_id: int) -> str:
@@ -522,16 +546,28 @@ class _Shape:
         event, step = self.divergence(pe)
         if event >= 0:
             where = _where(model, int(model.index.columns.loc[event]))
+            # With the split per message too, the line just named is said once, so the
+            # message fits the findings pane at 80 columns.
+            same = where == line and imbalance.per_round is not None
             _, theirs = self._steps(self.typical)
             if step >= len(theirs):
-                text += (
-                    f"; its steps match PE {self.typical}'s for {step:,} steps, then it goes "
-                    f"on at {where}"
+                text += f"; its steps match PE {self.typical}'s for {step:,} steps, then it " + (
+                    "runs that line" if same else f"goes on at {where}"
                 )
             else:
-                text += f"; its steps part from PE {self.typical}'s at step {step:,}, at {where}"
+                text += f"; its steps part from PE {self.typical}'s at step {step:,}, " + (
+                    "on that line" if same else f"at {where}"
+                )
         n_pes = len(model.programs)
-        if line:
+        rounds = imbalance.per_round
+        if line and rounds is not None:
+            # Short: the line and its runs are named above, and the pane has 80 columns.
+            each = ("" if rounds.uniform else "up to ") + f"{rounds.round_units:,}"
+            split = (
+                f"{each} runs for each of its {rounds.rounds:,} messages: at most "
+                f"{rounds.cap:,} on each of {_pe_list(rounds.takers, n_pes)}"
+            )
+        elif line:
             split = (
                 f"the {sum(units.values()):,} runs of {line} over {n_pes} PEs, at most "
                 f"{imbalance.even_units:,} on each"

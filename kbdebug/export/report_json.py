@@ -33,9 +33,11 @@ escapes them)::
       "launch": null | {"bound": int,   # the least the launch could take (cycles from its
                                         # start), its work spread evenly when a few PEs
                                         # do more of it (KB111)
-                 "efficiency": float | None},  # bound / the launch's time; null (and
+                 "efficiency": float | None,  # bound / the launch's time; null (and
                                         # "efficiency" []) when the run did not complete:
                                         # no bound is claimed (compare and sweep show these)
+                 "saving": int},        # what KB111 (work moved between PEs) saves of
+                                        # the launch's end; 0 without it
       "contention": [{"stack", "pes": [int],  # KB113, each shared HBM stack its PEs
                       "slots",          # queued on: its slots end to end (cycles),
                       "bound_end",      # the cycle its last PE cannot end before,
@@ -46,8 +48,10 @@ escapes them)::
       "efficiency": [{"pe", "start", "end", "achieved",
                       "bound": int,      # critical-path lower bound of the kernel time
                       "efficiency": float | None,   # bound / achieved; None: did not complete
-                      "savings": int}],  # sum of the PE's findings' gains on this PE
-                                         # (pe_saving; they may overlap)
+                      "savings": int}],  # what the PE's findings save on it together
+                                         # (pe_saving summed, they may overlap), at most
+                                         # its gap (achieved - bound); KB111's, the
+                                         # launch's, is launch.saving, never a PE's
       "stall_by_line": [{"loc": loc, "waits": int, "stall_cycles": int}],
       "futures": [{"id", "op", "pe", "addr" (int | null), "nbytes",
                    "channel" (str | null), "issued", "granted", "done",
@@ -137,9 +141,10 @@ from kbdebug.analysis.gate import MIN_SAVING, Gate
 from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound
 from kbdebug.analysis.perturbation import FIGURES_NOTE, Perturbation
-from kbdebug.analysis.select import savings_by_pe, share_of
+from kbdebug.analysis.select import share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import WaitChain
+from kbdebug.export.pe_savings import launch_saving, pe_savings_within_gap
 from kbdebug.export.report_hazards import hazard_json
 
 SCHEMA = "kbdebug.report/4"
@@ -217,7 +222,7 @@ def _document(
     ``Analysis.hazards``)."""
     bounds = bounds or []
     gate = gate or Gate([], MIN_SAVING, [], [], reason)
-    savings = savings_by_pe(findings)
+    savings = pe_savings_within_gap(findings, bounds)
     complete_bounds = bounds if reason is None else []
     return {
         "schema": SCHEMA,
@@ -254,7 +259,7 @@ def _document(
         "efficiency": [{**asdict(b), "savings": savings.get(b.pe, 0)} for b in complete_bounds],
         "launch": None
         if launch is None or reason is not None
-        else {"bound": launch[0], "efficiency": launch[1]},
+        else {"bound": launch[0], "efficiency": launch[1], "saving": launch_saving(findings)},
         "contention": [
             {
                 "stack": c.stack,

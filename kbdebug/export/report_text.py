@@ -16,9 +16,10 @@ from kbdebug.analysis.gate import one_line, percent
 from kbdebug.analysis.hazards import Hazard
 from kbdebug.analysis.model import PEBound, launch_efficiency
 from kbdebug.analysis.perturbation import FIGURES_NOTE, Perturbation
-from kbdebug.analysis.select import savings_by_pe, share_of
+from kbdebug.analysis.select import share_of
 from kbdebug.analysis.summary import FutureRow, Summary
 from kbdebug.analysis.wait_chain import STALL, TRANSIT, WORK, ChainRoot, WaitChain
+from kbdebug.export.pe_savings import launch_saving, pe_savings_within_gap
 from kbdebug.export.report_hazards import hazard_lines
 from kbdebug.export.report_spread import BUSY_SPREAD_FROM, SPREAD_FROM, busy_spread, pe_spread
 from kbdebug.safe_text import escape
@@ -226,16 +227,11 @@ def wait_chain_lines(chains: list[WaitChain]) -> list[str]:
     return lines
 
 
-def _together(findings: list[Finding], bounds: list[PEBound]) -> dict[int, int]:
-    """Per PE, what its findings save, at most its gap to its bound: their gains may
-    overlap, and no placement ends a PE below its bound (a PE KB111 moves work off is
-    the exception: its bound counts the work it has)."""
-    out = savings_by_pe(findings)
-    moved = {pe for f in findings if f.rule == "KB111" for pe in (f.pes or (f.pe,))}
-    for b in bounds:
-        if b.pe in out and b.pe not in moved:
-            out[b.pe] = min(out[b.pe], max(b.achieved - b.bound, 0))
-    return out
+def _launch_time(bounds: list[PEBound]) -> int:
+    """The launch's time: its first PE's start to its last PE's end."""
+    if not bounds:
+        return 0
+    return max(b.end for b in bounds) - min(b.start for b in bounds)
 
 
 def render(
@@ -288,7 +284,15 @@ def render(
             how = "with the late PEs' extra work spread over the others, KB111"
         else:
             how = "no placement of the PEs' issues and waits ends sooner"
-        lines.append(f"launch: bound {bound:,} cycles ({how}), {eff}")
+        lines.append(f"launch: bound {bound:,} cycles ({how}), {eff} (launch bound / launch time)")
+        moved = launch_saving(findings)
+        if moved:
+            took = _launch_time(bounds)
+            share = f" ({percent(moved / took)})" if took else ""
+            lines.append(
+                f"  KB111 saves up to ~{moved:,}{share} of the launch's time, none of a "
+                "PE's gap to its own bound"
+            )
     for c in contention or ():
         lines.append(f"  {c.rule} {escape(c.message)}")
         lines.append(f"      fix: {escape(c.suggestion)}")
@@ -311,16 +315,18 @@ def render(
     if bounds and spread:
         lines += [
             "",
-            f"per PE, over {len(bounds)} PEs: kernel time, its critical-path bound and the "
-            "findings' estimated savings (--per-pe lists each PE):",
+            f"per PE, over {len(bounds)} PEs: kernel time, its critical-path bound, "
+            "efficiency (its bound / its kernel time) and what the findings save within its gap "
+            "(--per-pe lists each PE):",
         ]
-        lines += _table(pe_spread(bounds, _together(findings, bounds)), right=set())
+        lines += _table(pe_spread(bounds, pe_savings_within_gap(findings, bounds)), right=set())
     elif bounds:
-        savings = _together(findings, bounds)
+        savings = pe_savings_within_gap(findings, bounds)
         lines += [
             "",
             "per PE: kernel time, its critical-path bound (the least any placement of its "
-            "issues allows) and what the findings save together, at most that gap:",
+            "issues allows), efficiency (its bound / its kernel time) and what the findings save "
+            "together, at most that gap:",
         ]
         lines += _table(
             [
