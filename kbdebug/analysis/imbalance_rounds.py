@@ -102,7 +102,9 @@ def round_split_edits(
         keep = np.ones(len(prog), dtype=bool)
         dropped_cmds: set[int] = set()
         most, fewest = 0, None
-        for r, (round_id, count) in enumerate(zip(rounds.tolist(), counts.tolist(), strict=True)):
+        # The steps come in program order, so each round's are one slice of them.
+        by_round = np.split(steps, np.cumsum(counts)[:-1])
+        for r, (mine, count) in enumerate(zip(by_round, counts.tolist(), strict=True)):
             n_units = count // per_unit
             most = max(most, n_units)
             fewest = n_units if fewest is None else min(fewest, n_units)
@@ -118,7 +120,6 @@ def round_split_edits(
                 left -= take
             # The late PE gives the round's last units, each at its own cycles.
             given = sum(take for _, take in takes)
-            mine = steps[round_of == round_id]
             gone = mine[len(mine) - given * per_unit :] if given else mine[:0]
             keep[gone] = False
             dropped_cmds.update(cmds[gone].tolist())
@@ -169,22 +170,21 @@ def _with_round_work(
     received = set(cmds[kinds == RECV].tolist())
     waits = np.flatnonzero((kinds == WAIT) & np.isin(cmds, list(received)))
     if len(sends) == rounds:
-        # The work on a message it sends: after the previous send, before this one.
-        bounds = np.concatenate(([-1], sends))
-        for r, extra in per_round.items():
-            mine = work[(work > bounds[r]) & (work < bounds[r + 1])]
-            if not len(mine):
-                return None
-            cycles[mine[-1]] += round(extra)
+        # The work on a message it sends: the last compute after the previous send,
+        # before this one.
+        ends, last = sends, True
+        starts = np.concatenate(([-1], sends[:-1]))
     elif len(waits) == rounds:
-        bounds = np.concatenate((waits, [len(prog)]))
-        for r, extra in per_round.items():
-            mine = work[(work > bounds[r]) & (work < bounds[r + 1])]
-            if not len(mine):
-                return None
-            cycles[mine[0]] += round(extra)
+        # The work on a message it receives: the first compute after its wait.
+        starts, last = waits, False
+        ends = np.concatenate((waits[1:], [len(prog)]))
     else:
         return None
+    for r, extra in per_round.items():
+        lo, hi = np.searchsorted(work, [starts[r] + 1, ends[r]])
+        if lo >= hi:
+            return None
+        cycles[work[hi - 1] if last else work[lo]] += round(extra)
     return cycles
 
 
