@@ -51,7 +51,7 @@ def token_then_own_load(tl, x_ptr, own_ptr, scratch_ptr, y_ptr, rounds):
     if tl.program_id(0) == 0:
         _produce(tl, x_ptr, scratch_ptr)
         return
-    tl.wait(tl.recv_async("left", (1, 16), "f32"))
+    tl.wait(tl.recv_async("left", (1, 16), "f32"))  # mark: early-wait
     ahead = tl.load_async(scratch_ptr, (ROWS, COLS), "f32")
     own = tl.load(own_ptr, (ROWS, ROWS), "f32")
     for _ in range(rounds):

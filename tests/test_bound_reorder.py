@@ -60,3 +60,18 @@ def test_the_early_order_short_of_its_bound_keeps_a_finding(analyses, order):
     assert mine, "a kernel a reorder makes faster is reported at its bound"
     # What the findings save together is no more than the gap to the bound.
     assert 0 < sum(f.saving for f in mine) <= early.achieved - early.bound
+
+
+@pytest.mark.parametrize("order", ["early", "own_after"])
+def test_kb109_moves_the_wait_and_the_load_it_gates_below_the_work(analyses, order):
+    analysis = analyses[order]
+    early, late = _consumer(analysis), _consumer(analyses["late"])
+    kernel = kb.token_waited_early if order == "early" else kb.token_then_own_load
+    wait_line = kb.line_of(kernel, "early-wait")
+    (f,) = [f for f in analysis.findings if f.rule == "KB109"]
+    assert f.loc.line == wait_line
+    # The fix names the gated load (moved without it, the load would read before the
+    # message says the bytes landed) and saves no more than the reordered run measured.
+    assert f"the load at kernels_bound_reorder.py:{wait_line + 1} right below it" in f.suggestion
+    assert 0 < f.saving <= early.achieved - late.achieved
+    assert f.saving <= early.achieved - early.bound

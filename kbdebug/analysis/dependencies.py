@@ -5,8 +5,9 @@ From what each command reads (format 1.3) and the program's order, fills a
 commands whose data it needs), ``first_use`` (per wait, the step that first needs
 its value), ``fences`` (per load, the earlier stores of its PE it reads back), ``overwritten_at``
 (per load or store, the first later store of its PE to the same bytes),
-``floor`` (per step, the last step no issue may move above) and ``producer`` (per send
-of computed data, the compute that produced it).
+``floor`` (per step, the last step no issue may move above), ``carried`` (per receive's
+wait, the load it gates that may move down with it) and ``producer`` (per send of
+computed data, the compute that produced it).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def dependencies(
     last_gate = -1
     store_waits: list[tuple[int, int]] = []  # (wait step, store cmd)
     recv_need: dict[int, int] = {}
+    gates_load: list[tuple[int, int, int]] = []  # (receive's wait, load it gates, data use)
     signal: tuple[int, int] | None = None  # (wait step, store) another PE reads after
     for s in range(n):
         floor[s] = last_gate
@@ -128,6 +130,8 @@ def dependencies(
                     or (kinds[nxt] == LOAD and foreign(cmds[nxt]))
                 ):
                     nxt += 1
+                if nxt < use and kinds[nxt] == LOAD:
+                    gates_load.append((s, nxt, use))
                 use = min(use, nxt)
                 recv_need[s] = use
                 last_gate = s
@@ -139,6 +143,22 @@ def dependencies(
         prog.signalled = _foreign_loads(prog, min(recv_need), addr, nbytes, stores)
     # Fences: a load reading back bytes of a store this PE issued before it.
     _fences(prog, store_waits, floor, addr, nbytes, times, outside)
+    for s, load_step, data_use in gates_load:
+        # The load a receive's wait gates may move down with the wait, to just before
+        # what needs the message or the loaded data, waits the load, must itself stay
+        # after the message, or stores over the bytes the load reads.
+        load = cmds[load_step]
+        loaded_use = [u for u in uses.get(load, ()) if u > load_step]
+        limit = min(data_use, prog.overwritten_at.get(load, n), *loaded_use[:1])
+        end = load_step + 1
+        while end < limit and not (
+            kinds[end] in (STORE, SEND, BARRIER)
+            or (kinds[end] == WAIT and cmds[end] == load)
+            or (kinds[end] == LOAD and foreign(cmds[end]))
+        ):
+            end += 1
+        if end > load_step + 1:
+            prog.carried[s] = (load_step, end)
     # Needs of a step, CSR.
     pairs = sorted(set(pairs))
     need_at = np.zeros(n + 1, dtype=np.int64)

@@ -163,6 +163,10 @@ class Program:
     #: Load commands issued after a receive's wait that read bytes another PE stores: the
     #: message may be what says those bytes landed, so none leaves before it arrives.
     signalled: frozenset[int] = frozenset()
+    #: Per wait step on a receive whose first use is a load it gates: (that load's step,
+    #: the step the wait and the load may move down to, just before it), when work lies
+    #: between (the KB109 edit moves both).
+    carried: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: Per load or store command: the step of the first later store of this PE to
     #: overlapping bytes (a wait on the access may not move below it).
     overwritten_at: dict[int, int] = field(default_factory=dict)

@@ -35,11 +35,16 @@ def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list
     fut_of = d.index.commands.future
     by_loc: dict[int, list[int]] = defaultdict(list)
     moves: dict[int, float] = {}
+    loads: dict[int, int] = {}  # per receive's wait, the load moved down with it
     for c, s in d.wait_step.items():
         post = d.issue_step.get(c)
         if post is None or kinds[post] != wanted or bool(d.blocking[c]) != blocking:
             continue
         use = prog.first_use.get(s, s)
+        # A receive whose first use is a load it gates: the load moves down with the wait.
+        carried = prog.carried.get(s) if rule == "KB109" else None
+        if carried is not None:
+            use = carried[1]
         # A later store to the bytes it reads must still find the load over (else the
         # store may land before the load reads): the wait stays above that store.
         use = min(use, prog.overwritten_at.get(c, use))
@@ -47,6 +52,8 @@ def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list
         if use <= s + 1 or d.compute_steps[min(use, d.n)] - d.compute_steps[s + 1] <= 0:
             continue
         moves[s] = use - 0.5
+        if carried is not None:
+            loads[s] = carried[0]
         by_loc[int(futures.wait_loc[fut_of[c]])].append(c)
     out = []
     for loc_id, group in by_loc.items():
@@ -60,6 +67,10 @@ def early_wait_groups(d: _Diagnosis, rule: str, quiet_too: bool = False) -> list
         first = min(group, key=lambda c: d.wait_step[c])
         use = math.ceil(keys[d.wait_step[first]])
         info = {"use_loc": _step_loc(d, use), "kind": "receive" if rule == "KB109" else "load"}
+        carried = {loads[w]: key + 0.25 for w, key in keys.items() if w in loads}
+        if carried:
+            info["carried_loc"] = _step_loc(d, loads[d.wait_step[first]])
+            keys.update(carried)
         if blocking:
             info["ahead"] = 0
         out.append(_Group(rule, loc_id, group, keys, info=info))
@@ -186,14 +197,17 @@ def composite_groups(d: _Diagnosis) -> list[_Group]:
 
 
 def _step_loc(d: _Diagnosis, step: int):
-    """The source loc of the command at ``step`` (None past the end)."""
+    """The source loc of the command at ``step``, or of its wait (None past the end)."""
     if step >= d.n:
         return None
     prog = d.prog
     k = prog.kind[step]
+    c = prog.cmd[step]
+    if k == WAIT and 0 <= c < len(d.index.commands.future):
+        wait_loc = int(d.index.futures.wait_loc[d.index.commands.future[c]])
+        return d.index.loc(wait_loc) if wait_loc >= 0 else None
     if k in (WAIT, BARRIER):
         return None
-    c = prog.cmd[step]
     return d.index.loc(int(d.loc[c])) if 0 <= c < len(d.loc) else None
 
 

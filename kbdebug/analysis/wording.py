@@ -237,13 +237,21 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
         use = info.get("use_loc")
         use_at = where(use) if use is not None else "its first use"
         what = info.get("what") or ("message" if g.rule == "KB109" else "data")
+        # A load the message gates moves down with the wait (above it, it would read first).
+        carried = info.get("carried_loc")
+        gated = f" but the load at {where(carried)} it gates" if carried is not None else ""
         message = (
-            f"tl.wait at {at} waited {times(n)} for {what} nothing needs until {use_at}, "
+            f"tl.wait at {at} waited {times(n)} for {what} nothing needs until {use_at}{gated}, "
             f"stalling {stall:,} cycles while work that does not need it could have run"
         )
         suggestion = (
             f"move the tl.wait down to just before {use_at}, below the work that does not need it"
         )
+        if carried is not None:
+            suggestion = (
+                f"move the tl.wait and the load at {where(carried)} right below it down to just "
+                f"before {use_at}, below the work that needs neither"
+            )
         if g.also:  # waits of one step that only pay moved together
             others = ", ".join(where(d.index.loc(i)) for i in g.also)
             message += f"; so do the waits at {others}, right beside it"
