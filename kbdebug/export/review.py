@@ -168,7 +168,8 @@ def ranked(analysis: Analysis) -> list[Finding]:
 
 
 def hazards(analysis: Analysis) -> list[Hazard]:
-    """The hazards (KB2xx): results that depend on timing, listed before the findings."""
+    """The hazards (KB2xx: results that depend on timing, bytes outside their tensor),
+    listed before the findings."""
     return list(analysis.hazards)
 
 
