@@ -185,24 +185,31 @@ def words(d: Diagnosis, g: Group, loc: SourceLoc | None, stall: int) -> tuple[st
                 f"work of the tiles between runs while it is in flight ({pipeline_hint(ahead)})"
             )
         else:
+            # An iteration's work that covers the transfer (a stream that starts over in
+            # an outer loop stalls at each start) must not be called shorter than it.
             per_iteration = (
-                f"one iteration's work ({work:,} cycles) is shorter than"
-                if work > 0
-                else "no work runs between its waits to hide"
+                "no work runs between its waits to hide"
+                if work <= 0
+                else f"one iteration's work ({work:,} cycles) is shorter than"
+                if work < transfer + lat
+                else f"one iteration's work ({work:,} cycles) covers"
             )
             # No work between a load and its wait (tl.wait(tl.load_async(...))): it is
             # not prefetched at all, and no earlier place in its iteration hides it.
             waited_at_once = info["between"] <= 0
+            covered = 0 < work and transfer + lat <= work
             issued = (
                 f"is waited where it is issued (at {wait_where(d, g.cmds)}), and"
                 if waited_at_once
+                else "is prefetched and"
+                if covered
                 else "is prefetched, but"
             )
             waits = _stalled_at(d, own, "still stalled")
             message = (
                 f"tl.load_async at {at} {issued} {per_iteration} its transfer + "
-                f"latency ({transfer + lat:,} cycles); {'the' if waited_at_once else 'its'} "
-                f"{waits}"
+                f"latency ({transfer + lat:,} cycles); {'yet ' if covered else ''}"
+                f"{'the' if waited_at_once else 'its'} {waits}"
             )
             how = "prefetch" if waited_at_once else "prefetch deeper"
             depth = (
