@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emulator.trace.digests import read_tensors
 from emulator.trace.schema import SourceLoc
 from kbdebug.analysis.hazard_order import (
     Accesses,
@@ -27,7 +26,7 @@ from kbdebug.analysis.hazard_order import (
     without,
 )
 from kbdebug.analysis.identity import call_identity
-from kbdebug.replay.slices import Tensors, address_text
+from kbdebug.replay.slices import address_text, header_tensors
 from kbdebug.replay.tables import TraceIndex
 
 #: Rule code -> short name, one per class of hazard.
@@ -153,7 +152,7 @@ def find_hazards(index: TraceIndex) -> list[Hazard]:
     pairs = unordered_pairs(index, acc)
     if not len(pairs.first):
         return []
-    tensors = _tensors(index)
+    tensors = header_tensors(index.header)
     loc_of = index.commands.loc.astype(np.int64)
     a_loc, b_loc = loc_of[acc.cmd[pairs.first]], loc_of[acc.cmd[pairs.second]]
     a_write, b_write = acc.write[pairs.first], acc.write[pairs.second]
@@ -204,17 +203,6 @@ def access_of(index: TraceIndex, cmd: int, pe: int, issue: int, happen: int) -> 
         cycle=int(index.columns.time[happen]) if happen >= 0 else -1,
         wait_loc=wait_loc,
     )
-
-
-def _tensors(index: TraceIndex) -> Tensors | None:
-    """The trace's named tensors (format 1.5), None when it names none."""
-    listed = index.header.get("tensors")
-    if not listed:
-        return None
-    try:
-        return Tensors(read_tensors(listed))
-    except ValueError:  # checked when the trace was read; a hand-made index may lack it
-        return None
 
 
 def _hazard(index, acc, pairs, members, second_event, rule, tensors) -> Hazard:

@@ -20,25 +20,15 @@ import bisect
 
 import numpy as np
 
-from emulator.trace.digests import TensorDef, read_tensors
+from emulator.trace.digests import TensorDef
 from kbdebug.analysis.hazard_order import accesses_of
 from kbdebug.analysis.hazards import MAX_OCCURRENCES, Hazard, HazardAccess, access_of
 from kbdebug.analysis.identity import call_identity
-from kbdebug.replay.slices import Tensors, address_text
+from kbdebug.replay.slices import Tensors, address_text, header_tensors
 from kbdebug.replay.tables import TraceIndex
 
 RULE = "KB204"
 TITLE = "out-of-bounds"
-
-
-def _tensors(index: TraceIndex) -> Tensors | None:
-    listed = index.header.get("tensors")
-    if not listed:
-        return None
-    try:
-        return Tensors(read_tensors(listed))
-    except ValueError:  # checked when the trace was read; a hand-made index may lack it
-        return None
 
 
 def _started_in(tensors: Tensors, starts: list[int], lo: int, hi: int) -> TensorDef | None:
@@ -57,7 +47,7 @@ def outside_commands(index: TraceIndex) -> dict[int, tuple[TensorDef, int, int]]
     """Per access that reaches outside the tensor it starts in, or that lies outside the
     tensor its line's other accesses on its PE mostly lie in: (that tensor, the first
     byte outside it, the end of the bytes outside). Empty without named tensors."""
-    tensors = _tensors(index)
+    tensors = header_tensors(index.header)
     if tensors is None or not len(tensors):
         return {}
     acc = accesses_of(index)
@@ -184,7 +174,7 @@ def out_of_bounds(index: TraceIndex) -> list[Hazard]:
     outside = outside_commands(index)
     if not outside:
         return []
-    tensors = _tensors(index)
+    tensors = header_tensors(index.header)
     cm = index.commands
     by_line: dict[int, list[int]] = {}
     for cmd in sorted(outside, key=lambda c: int(cm.issue[c])):

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from emulator.trace.digests import ITEMSIZES, TensorDef
+from emulator.trace.digests import ITEMSIZES, TensorDef, read_tensors
 
 #: Tensors starting at or before a range that the search for the one holding it looks at.
 MAX_NESTED = 64
@@ -90,6 +90,17 @@ class Tensors:
         if found is not None:
             return str(found)
         return address_text(addr, nbytes)
+
+
+def header_tensors(header: dict) -> Tensors | None:
+    """The named tensors a trace's header lists (format 1.5), None when it names none."""
+    listed = header.get("tensors")
+    if not listed:
+        return None
+    try:
+        return Tensors(read_tensors(listed))
+    except ValueError:  # checked when the trace was read; a hand-made index may lack it
+        return None
 
 
 def address_text(addr: int, nbytes: int) -> str:
